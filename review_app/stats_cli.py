@@ -189,7 +189,10 @@ def harm_model_command(
         return
     # Compact (no vertical rules, three decimals) so the longest term names fit 80 columns unbroken.
     table = Table(
-        title=escape(f"{result.formula}\n{result.estimation}"), box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False
+        title=escape(f"{result.formula}\n{result.estimation}"),
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
+        pad_edge=False,
     )
     table.add_column("term", no_wrap=True)
     for name in ("log OR", "SE", "OR", f"{round(result.confidence * 100)}% CI", "p"):

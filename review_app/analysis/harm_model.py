@@ -145,15 +145,18 @@ class Penalty:
         """A short name for table captions and headers."""
         if not self.active:
             return "maximum likelihood"
-        return f"penalised likelihood, normal prior on fixed effects (SD {self.intercept_sd:g} intercept, {self.sd:g} others)"
+        return (
+            f"penalised likelihood, normal prior on fixed effects (SD {self.intercept_sd:g} intercept, "
+            f"{self.sd:g} others)"
+        )
 
     def describe(self) -> str:
         """One sentence naming the prior and its R equivalent."""
         if not self.active:
             return "maximum likelihood (no penalty), as lme4::glmer"
         return (
-            f"penalised likelihood: independent normal priors on the fixed effects, mean 0, SD {self.intercept_sd:g} on "
-            f"the intercept and {self.sd:g} on every other coefficient; no prior on the reviewer variance. Same "
+            "penalised likelihood: independent normal priors on the fixed effects, mean 0, "
+            f"SD {self.intercept_sd:g} on the intercept and {self.sd:g} on every other coefficient; no prior on the reviewer variance. Same "
             f"objective as blme::bglmer(..., fixef.prior = {self.r_prior}, cov.prior = NULL)"
         )
 
@@ -266,7 +269,9 @@ class HarmModelResult:
                 continue
             what = "the intercept" if t.column is None else f"{t.column} = {t.level} (against {t.reference})"
             if self.penalty.active:
-                out.append(f"{t.name}: {what}: {t.separation}; its finite estimate comes from the {self.penalty.key} prior")
+                out.append(
+                    f"{t.name}: {what}: {t.separation}; its finite estimate comes from the {self.penalty.key} prior"
+                )
             else:
                 out.append(f"{t.name}: {what}: not estimable ({t.separation})")
         return out

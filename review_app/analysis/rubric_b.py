@@ -372,7 +372,13 @@ class RubricBSummary:
             tie = self.tie_rule if aggregation == "mean" else None
             for stratum, p in by_stratum.items():
                 rows.append(
-                    {"aggregation": aggregation, "group": stratum, "outcome": "worst_case", **p.to_dict(), "tie_rule": tie}
+                    {
+                        "aggregation": aggregation,
+                        "group": stratum,
+                        "outcome": "worst_case",
+                        **p.to_dict(),
+                        "tie_rule": tie,
+                    }
                 )
         return pd.DataFrame(rows)
 

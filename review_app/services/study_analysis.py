@@ -95,7 +95,9 @@ class AnalysisOptions:
         if self.tie_rule not in TIE_RULES:
             raise InvalidInput(f"unknown tie rule {self.tie_rule!r}; choose one of {', '.join(TIE_RULES)}")
         if self.unrated not in UNRATED_CHOICES:
-            raise InvalidInput(f"unknown handling of unrated items {self.unrated!r}; choose {', '.join(UNRATED_CHOICES)}")
+            raise InvalidInput(
+                f"unknown handling of unrated items {self.unrated!r}; choose {', '.join(UNRATED_CHOICES)}"
+            )
         try:
             canonical = Penalty.parse(self.penalty).key
         except AnalysisInputError as error:
@@ -276,13 +278,19 @@ def _harm_model(
         return None, None, f"harm model skipped: {error}"
     used = table.loc[table["in_model"]]
     if len(used) < MIN_HARM_MODEL_ANNOTATIONS:
-        return None, table, (
-            f"harm model skipped: {len(used)} classified rubric B annotation(s) can enter the model, "
-            f"at least {MIN_HARM_MODEL_ANNOTATIONS} are needed"
+        return (
+            None,
+            table,
+            (
+                f"harm model skipped: {len(used)} classified rubric B annotation(s) can enter the model, "
+                f"at least {MIN_HARM_MODEL_ANNOTATIONS} are needed"
+            ),
         )
     if used[C.rater].nunique() < 2:
-        return None, table, (
-            "harm model skipped: the reviewer random intercept needs annotations from two or more reviewers"
+        return (
+            None,
+            table,
+            ("harm model skipped: the reviewer random intercept needs annotations from two or more reviewers"),
         )
     try:
         result = fit_harm_model(

@@ -1,8 +1,8 @@
 """Write ``sim_harm_separated.csv``: ``sim_harm.csv`` reshaped into the paper's separation pattern.
 
 MedMisBench App. B.2 reports 0 of 3 "potentially true" tasks as worst case, so a harm model with a
-clarity-stratum term meets a level without events. This keeps three potentially-true tasks (none of them threshold corruption) (their
-annotations all set to not worst case), moves the other potentially-true tasks to the soft stratum,
+clarity-stratum term meets a level without events. This keeps three potentially-true tasks (none
+of them threshold corruption; their annotations all set to not worst case), moves the other potentially-true tasks to the soft stratum,
 and, for the all-events direction, sets every threshold-corruption annotation to worst case.
 
 It also writes ``quasi_separated.csv``: 300 rows, factors a (x, y), b (p, q), c (u, v, w) and 10

@@ -241,7 +241,9 @@ def test_confidence_limits_are_clipped_to_the_coefficient_range() -> None:
     units = [[0, 2], [2, 0], [1, 1]]
     data = long_from_units(units)
     wide = ratings_matrix(data, "task_id", "rater", "score")
-    raw_low = CAC(wide.copy(), weights="ordinal", categories=[0, 1, 2], digits=15).gwet()["est"]["confidence_interval"][0]
+    raw_low = CAC(wide.copy(), weights="ordinal", categories=[0, 1, 2], digits=15).gwet()["est"]["confidence_interval"][
+        0
+    ]
     assert raw_low < -1  # the trap the clipping removes
     result = agreement(data, "score")
     assert result.ci_low == -1.0 and result.ci_high <= 1.0

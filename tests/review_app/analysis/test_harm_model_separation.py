@@ -106,7 +106,9 @@ def test_separation_keys_in_json(separated: pd.DataFrame) -> None:
     assert payload["terms"]["stratum[soft]"]["separated"] is False
     assert payload["separation"]["stratum[potentially_true]"] == NO_EVENTS
     notes = fit.separation_notes()
-    assert any("stratum = potentially_true (against clear): not estimable (no events in this level)" in n for n in notes)
+    assert any(
+        "stratum = potentially_true (against clear): not estimable (no events in this level)" in n for n in notes
+    )
 
 
 @pytest.mark.parametrize(

@@ -221,8 +221,12 @@ def test_harm_model_uses_the_papers_references_by_default() -> None:
     assert fit.reference_sources["model"] == "the first model in the data"
     study = fit_harm_model(cohort, first_model="gpt")
     assert study.reference_levels["model"] == "gpt" and study.reference_sources["model"] == FIRST_MODEL
-    chosen = fit_harm_model(cohort, first_model="gpt", reference={"model": "gemini", "content_type": "spurious_anchoring"})
-    assert chosen.reference_levels["model"] == "gemini" and chosen.reference_levels["content_type"] == "spurious_anchoring"
+    chosen = fit_harm_model(
+        cohort, first_model="gpt", reference={"model": "gemini", "content_type": "spurious_anchoring"}
+    )
+    assert (
+        chosen.reference_levels["model"] == "gemini" and chosen.reference_levels["content_type"] == "spurious_anchoring"
+    )
     assert chosen.reference_sources["content_type"] == GIVEN
     assert {"model[claude]", "content_type[cue_remapping]"} <= {t.name for t in chosen.terms}
     assert all(t.reference == "spurious_anchoring" for t in chosen.terms if t.column == "content_type")
