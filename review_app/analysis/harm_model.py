@@ -156,8 +156,8 @@ class Penalty:
             return "maximum likelihood (no penalty), as lme4::glmer"
         return (
             "penalised likelihood: independent normal priors on the fixed effects, mean 0, "
-            f"SD {self.intercept_sd:g} on the intercept and {self.sd:g} on every other coefficient; no prior on the reviewer variance. Same "
-            f"objective as blme::bglmer(..., fixef.prior = {self.r_prior}, cov.prior = NULL)"
+            f"SD {self.intercept_sd:g} on the intercept and {self.sd:g} on every other coefficient; no prior on the "
+            f"reviewer variance. Same objective as blme::bglmer(..., fixef.prior = {self.r_prior}, cov.prior = NULL)"
         )
 
     def precision(self, names: Sequence[str]) -> np.ndarray:
