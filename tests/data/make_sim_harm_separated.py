@@ -3,7 +3,8 @@
 MedMisBench App. B.2 reports 0 of 3 "potentially true" tasks as worst case, so a harm model with a
 clarity-stratum term meets a level without events. This keeps three potentially-true tasks (none
 of them threshold corruption; their annotations all set to not worst case), moves the other
-potentially-true tasks to the soft stratum, and, for the all-events direction, sets every threshold-corruption annotation to worst case.
+potentially-true tasks to the soft stratum, and, for the all-events direction, sets every
+threshold-corruption annotation to worst case.
 
 It also writes ``quasi_separated.csv``: 300 rows, factors a (x, y), b (p, q), c (u, v, w) and 10
 groups, where no single level is separated but the cells (a=x, b=p) hold no events and (a=y, b=q)
