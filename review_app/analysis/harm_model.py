@@ -50,6 +50,7 @@ terms that were dropped, non-convergence, a boundary (zero) variance, a single g
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -320,6 +321,32 @@ class HarmModelResult:
         ]
         return pd.DataFrame(rows).set_index("term")
 
+    def printable_frame(self) -> pd.DataFrame:
+        """One row per term as a paper prints it: reference named, OR/CI/p formatted, separation spelled out."""
+        from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
+
+        rows = []
+        for t in self.terms:
+            if not t.estimable:
+                note = f"not estimable ({t.separation or 'no standard error'})"
+            elif t.separated:
+                note = f"separated ({t.separation}): finite only through the {self.penalty.key} prior"
+            else:
+                note = ""
+            rows.append(
+                {
+                    "term": t.name,
+                    "reference": t.reference or "",
+                    "odds ratio": format_odds_ratio(t.odds_ratio) if t.estimable else "n/e",
+                    "95% CI": format_ci(t.or_ci_low, t.or_ci_high) if t.estimable else "n/e",
+                    "p": format_p(t.p_value) if t.estimable else "n/e",
+                    "log-odds": round(t.estimate, 4) if t.estimable else None,
+                    "SE": round(t.se, 4) if t.estimable else None,
+                    "note": note,
+                }
+            )
+        return pd.DataFrame(rows)
+
     def summary(self) -> str:
         """A plain-text report in the spirit of ``summary(glmer(...))``."""
         from review_app.analysis.formatting import format_odds_ratio, format_p
@@ -354,6 +381,59 @@ class HarmModelResult:
             lines.append("")
             lines.extend(f"  warning: {w}" for w in self.warnings)
         return "\n".join(lines)
+
+    def r_code(self, csv_path: str, *, subset: str | None = None) -> str:
+        """R code that refits this model with lme4 (or blme for a penalised fit) on a CSV of its input.
+
+        ``subset`` names a logical column of rows to keep (the export's ``in_model``). The factors are
+        releveled to this fit's references, and the optimiser and nAGQ match, so ``summary(fit)`` shows
+        the same estimates (a separated term: glmer's huge estimate and SE where this fit says not
+        estimable).
+        """
+        lines = [
+            "# Refit the harm model in R: lme4::glmer" + (" / blme::bglmer" if self.penalty.active else "") + ".",
+            "library(lme4)",
+        ]
+        if self.penalty.active:
+            lines.append("library(blme)")
+        lines.append(f"d <- read.csv({_r_string(csv_path)}, stringsAsFactors = FALSE)")
+        if subset:
+            lines.append(f"d <- d[as.logical(d${subset}), ]  # the annotations that entered the model")
+        for column, level in self.reference_levels.items():
+            lines.append(f"d${column} <- relevel(factor(d${column}), ref = {_r_string(level)})")
+        arguments = f"{self.formula}, data = d, family = binomial, nAGQ = {self.n_agq}"
+        control = 'control = glmerControl(optimizer = "bobyqa", optCtrl = list(maxfun = 1e5))'
+        if self.penalty.active:
+            lines.append(
+                f"fit <- bglmer({arguments}, fixef.prior = {self.penalty.r_prior}, cov.prior = NULL, {control})"
+            )
+        else:
+            lines.append(f"fit <- glmer({arguments}, {control})")
+        lines.append("summary(fit)")
+        if self.separated_terms and not self.penalty.active:
+            lines.append(
+                "# Separated term(s) " + ", ".join(self.separated_terms) + ": glmer stops at a huge estimate with a "
+                "huge SE; medrev reports them as not estimable. The other terms agree."
+            )
+        return "\n".join(lines) + "\n"
+
+    def cli_command(self, csv_path: str) -> str:
+        """The ``medrev stats harm-model`` call that refits this model on a CSV of its input."""
+        import shlex
+
+        parts = [
+            "medrev stats harm-model",
+            f"--input {shlex.quote(csv_path)}",
+            f"--outcome {shlex.quote(self.outcome)}",
+            f"--fixed {shlex.quote(','.join(self.fixed))}",
+            f"--group {shlex.quote(self.group)}",
+            *(f"--reference {shlex.quote(f'{c}={v}')}" for c, v in self.reference_levels.items()),
+        ]
+        if self.n_agq != 1:
+            parts.append(f"--nagq {self.n_agq}")
+        if self.penalty.active:
+            parts.append(f"--penalty {self.penalty.key}")
+        return " ".join(parts)
 
     def references_text(self) -> str:
         """``model=claude, provenance=neutral (most frequent level), ...``: each factor's reference."""
@@ -591,6 +671,10 @@ def _detect_separation(design: _Design, *, penalised: bool) -> _Separation:
         if penalised:
             break
     return _Separation(terms, rows, warnings)
+
+
+def _r_string(text: str) -> str:
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _safe_exp(value: float) -> float:
@@ -929,7 +1013,11 @@ class _Fit:
                 return params, True
             hess = self._hessian(params)[np.ix_(free, free)]
             try:
-                step = linalg.solve(hess, grad[free], assume_a="sym")
+                with warnings.catch_warnings():
+                    # Near a diverging direction the Hessian is ill-conditioned; the step is then checked
+                    # against the likelihood below and dropped if it does not help.
+                    warnings.simplefilter("ignore", linalg.LinAlgWarning)
+                    step = linalg.solve(hess, grad[free], assume_a="sym")
             except (linalg.LinAlgError, ValueError):
                 return params, None
             trial = params.copy()

@@ -48,6 +48,7 @@ from review_app.analysis.rubric_b import (
     TIE_RULES,
     UNRATED_CHOICES,
     harm_model_data,
+    harm_model_references,
 )
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import ModelResponse, Reviewer, Task
@@ -146,6 +147,13 @@ class StudyAnalysis:
             return {}
         used = self.harm_input.loc[self.harm_input["in_model"].astype(bool)]
         return {c: sorted(used[c].dropna().astype(str).unique()) for c in HARM_MODEL_FIXED}
+
+    def default_references(self) -> dict[str, str]:
+        """The reference each factor takes when the lead sets none: the paper's, and the study's first model."""
+        if self.harm_input is None:
+            return {}
+        used = self.harm_input.loc[self.harm_input["in_model"].astype(bool)]
+        return harm_model_references(used, first_model=self.first_model)[0]
 
     def warnings(self) -> list[str]:
         """Warnings of every analysis, prefixed with where they come from."""
