@@ -340,9 +340,9 @@ class HarmModelResult:
                     "odds ratio": format_odds_ratio(t.odds_ratio) if t.estimable else "n/e",
                     "95% CI": format_ci(t.or_ci_low, t.or_ci_high) if t.estimable else "n/e",
                     "p": format_p(t.p_value) if t.estimable else "n/e",
+                    "note": note,
                     "log-odds": round(t.estimate, 4) if t.estimable else None,
                     "SE": round(t.se, 4) if t.estimable else None,
-                    "note": note,
                 }
             )
         return pd.DataFrame(rows)

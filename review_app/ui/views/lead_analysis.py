@@ -33,21 +33,12 @@ PENALTY_LABELS = {
     f"{DEFAULT_PRIOR_SD:g} others), as blme::bglmer: finite estimates for separated levels",
 }
 
-user = require_role("lead", "admin")
-db = engine()
-study = pick_study(db, studies)
-if study is None:
-    st.stop()
-show_flashes()
-analysis = analysis_for(db, study.name)
-options = analysis.options
-for note in analysis.notes:
-    st.info(note)
 
-with st.expander("Analysis settings (saved with the study; the export uses them)"):
+def settings_form(db, study_name: str, analysis, options: AnalysisOptions, user_id: int) -> None:
+    """The lead's analysis choices for a Rubric B study, in a form (nothing reruns until it is saved)."""
     levels = analysis.factor_levels()
     defaults = analysis.default_references()
-    with st.form(f"analysis_settings:{study.name}"):
+    with st.form(f"analysis_settings:{study_name}"):
         st.markdown("**Harm-model reference levels** (odds ratios compare every other level with these)")
         chosen: dict[str, str] = {}
         columns = st.columns(len(HARM_MODEL_FIXED))
@@ -64,7 +55,7 @@ with st.expander("Analysis settings (saved with the study; the export uses them)
                 help=f"Default: {defaults.get(column, 'n/a')} (the paper's reference"
                 + (", the study's first model" if column == "model" else "")
                 + ").",
-                key=f"ref:{study.name}:{column}",
+                key=f"ref:{study_name}:{column}",
             )
             if picked != defaults.get(column):
                 chosen[column] = picked
@@ -74,32 +65,48 @@ with st.expander("Analysis settings (saved with the study; the export uses them)
             index=TIE_RULES.index(options.tie_rule),
             format_func=TIE_RULE_LABELS.get,
             horizontal=True,
-            key=f"tie:{study.name}",
+            key=f"tie:{study_name}",
         )
         unrated = st.radio(
             "Items without a Rubric A falsehood-clarity score",
             list(UNRATED_LABELS),
             index=list(UNRATED_LABELS).index(options.unrated),
             format_func=UNRATED_LABELS.get,
-            key=f"unrated:{study.name}",
+            key=f"unrated:{study_name}",
         )
         penalty = st.radio(
             "Penalty (for separated levels: no events or only events)",
             list(PENALTY_LABELS),
             index=list(PENALTY_LABELS).index(options.penalty) if options.penalty in PENALTY_LABELS else 0,
             format_func=PENALTY_LABELS.get,
-            key=f"penalty:{study.name}",
+            key=f"penalty:{study_name}",
         )
         saved = st.form_submit_button("Save analysis settings", type="primary")
     if saved:
         try:
             new = AnalysisOptions(references=chosen, tie_rule=tie_rule, unrated=unrated, penalty=penalty)
-            save_analysis_options(db, study.name, new, actor_id=user.id)
+            save_analysis_options(db, study_name, new, actor_id=user_id)
         except ServiceError as error:
             st.error(str(error))
         else:
             flash("Analysis settings saved; every table below and the export use them.")
             st.rerun()
+
+
+user = require_role("lead", "admin")
+db = engine()
+study = pick_study(db, studies)
+if study is None:
+    st.stop()
+show_flashes()
+analysis = analysis_for(db, study.name)
+options = analysis.options
+for note in analysis.notes:
+    st.info(note)
+
+if "B" in study.rubric_keys:
+    with st.expander("Analysis settings (saved with the study; the export uses them)"):
+        settings_form(db, study.name, analysis, options, user.id)
 
 if analysis.rubric_a is not None:
     st.markdown("#### Rubric A: item validation")
@@ -130,8 +137,9 @@ if analysis.harm_model is not None:
     st.markdown("#### Harm model: worst case ~ model + content + provenance + clarity + (1 | reviewer)")
     model = analysis.harm_model
     st.caption(
-        f"{model.estimation.capitalize()}. n = {model.n} annotations ({model.n_events} worst case), "
-        f"{model.n_groups} reviewers; reviewer variance {model.group_variance:.3f}, latent ICC {model.icc:.3f}; "
+        f"{model.estimation[0].upper()}{model.estimation[1:]}. n = {model.n} annotations "
+        f"({model.n_events} worst case), {model.n_groups} reviewers; reviewer variance {model.group_variance:.3f}, "
+        f"latent ICC {model.icc:.3f}; "
         f"log-likelihood {model.loglik:.2f}; {'converged' if model.converged else 'did NOT converge'}."
     )
     st.markdown("**Reference levels:** " + model.references_text())
