@@ -14,12 +14,14 @@ from typing import Annotated, NoReturn
 
 import pandas as pd
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from review_app.analysis.agreement import WEIGHT_SCHEMES, agreement
-from review_app.analysis.harm_model import fit_random_intercept_logit
+from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
+from review_app.analysis.harm_model import PENALTY_HELP, Penalty, fit_random_intercept_logit
 from review_app.analysis.layout import AnalysisInputError
 from review_app.analysis.proportions import wilson
 
@@ -79,6 +81,14 @@ def agreement_command(
     categories: Annotated[
         str, typer.Option("--categories", help="Every possible score, comma-separated (used or not).")
     ] = "0,1,2",
+    min_ratings: Annotated[
+        int,
+        typer.Option(
+            "--min-ratings",
+            help="Units with fewer ratings are set aside (and counted). 2 (the default) = dual-rated units only; "
+            "1 keeps every unit, as irrCAC and Gwet's handbook do.",
+        ),
+    ] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Gwet's AC2 (AC1 with identity weights), Krippendorff's ordinal alpha and percent agreement."""
@@ -97,6 +107,7 @@ def agreement_command(
             rater=rater,
             weights=weights,
             categories=category_values,
+            min_ratings=min_ratings,
             row_offset=CSV_HEADER_LINES,
         )
     except AnalysisInputError as error:
@@ -109,7 +120,8 @@ def agreement_command(
     table.add_column("value", justify="right")
     level = round(result.confidence * 100)
     rows = [
-        ("units (>= 2 ratings)", result.n_units),
+        (f"units (>= {result.min_ratings} rating{'s' if result.min_ratings > 1 else ''})", result.n_units),
+        (f"units set aside (< {result.min_ratings} ratings)", result.n_units_dropped),
         ("raters", result.n_raters),
         (result.coefficient_name, result.coefficient),
         ("SE", result.se),
@@ -137,9 +149,16 @@ def harm_model_command(
     n_agq: Annotated[
         int, typer.Option("--nagq", help="1 = Laplace; more = adaptive Gauss-Hermite points (lme4's nAGQ).")
     ] = 1,
+    penalty: Annotated[str, typer.Option("--penalty", help=PENALTY_HELP)] = "none",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """Random-intercept logistic regression by maximum likelihood (lme4::glmer's estimates)."""
+    """Random-intercept logistic regression by maximum likelihood (lme4::glmer's estimates).
+
+    Reference levels: --reference COL=LEVEL, otherwise each column's most frequent level (named in
+    the output). A level with no events (or only events) is separated: its term is reported as not
+    estimable and the other terms keep lme4's estimates; --penalty normal gives it a finite estimate
+    under a weakly informative prior (blme::bglmer's objective).
+    """
     fixed_columns = [c.strip() for c in fixed.split(",") if c.strip()]
     references: dict[str, str] = {}
     for entry in reference or []:
@@ -147,32 +166,62 @@ def harm_model_command(
         if not sep or not column.strip() or not level.strip():
             _fail(f"--reference must look like COL=LEVEL, got {entry!r}")
         references[column.strip()] = level.strip()
+    try:
+        chosen_penalty = Penalty.parse(penalty)
+    except AnalysisInputError as error:
+        _fail(f"--penalty: {error}")
     data = _read_csv(input)
     try:
-        result = fit_random_intercept_logit(data, outcome, fixed_columns, group, reference=references, n_agq=n_agq)
+        result = fit_random_intercept_logit(
+            data,
+            outcome,
+            fixed_columns,
+            group,
+            reference=references,
+            n_agq=n_agq,
+            penalty=chosen_penalty,
+            row_offset=CSV_HEADER_LINES,
+        )
     except AnalysisInputError as error:
         _fail(f"{input}: {error}")
     if as_json:
         _print_json(result.to_dict())
         return
-    table = Table(title=escape(result.formula))
-    for name in ("term", "log-odds", "SE", "OR", f"{round(result.confidence * 100)}% CI", "p"):
-        table.add_column(name, justify="left" if name == "term" else "right")
+    # Compact (no vertical rules, three decimals) so the longest term names fit 80 columns unbroken.
+    table = Table(
+        title=escape(f"{result.formula}\n{result.estimation}"),
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
+        pad_edge=False,
+    )
+    table.add_column("term", no_wrap=True)
+    for name in ("log OR", "SE", "OR", f"{round(result.confidence * 100)}% CI", "p"):
+        table.add_column(name, justify="right", no_wrap=True)
     for term in result.terms:
+        if not term.estimable:
+            # The row says it is not estimable; the note below the table names the level and why.
+            table.add_row(escape(term.name), "—", "—", "n/e", "not estimable", "—")
+            continue
         table.add_row(
-            escape(term.name),
-            _fmt(term.estimate),
-            _fmt(term.se),
-            _fmt(term.odds_ratio, 3),
-            f"{_fmt(term.or_ci_low, 3)} to {_fmt(term.or_ci_high, 3)}",
-            _fmt(term.p_value, 4),
+            escape(term.name + (" *" if term.separated else "")),
+            _fmt(term.estimate, 3),
+            _fmt(term.se, 3),
+            format_odds_ratio(term.odds_ratio),
+            format_ci(term.or_ci_low, term.or_ci_high),
+            format_p(term.p_value),
         )
     console.print(table)
     console.print(
         f"n = {result.n}, groups = {result.n_groups}, loglik = {result.loglik:.4f}, converged = {result.converged}; "
         f"{group} variance = {result.group_variance:.4f}, latent ICC = {result.icc:.4f}"
     )
-    console.print(escape("reference levels: " + ", ".join(f"{k}={v}" for k, v in result.reference_levels.items())))
+    console.print(escape(f"reference levels: {result.references_text()}"))
+    if result.penalty.active:
+        console.print(escape(f"penalty {result.penalty.key}: {result.penalty.describe()}"))
+    if any(t.separated and t.estimable for t in result.terms):
+        console.print(escape(f"* separated: the estimate is finite only through the {result.penalty.key} prior"))
+    for note in [*result.separation_notes(), *result.notes]:
+        console.print(f"[cyan]note:[/cyan] {escape(note)}")
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
 

@@ -11,13 +11,16 @@ from review_app.analysis.agreement import (
     agreement_report,
     binary_agreement,
 )
-from review_app.analysis.harm_model import HarmModelResult, Term, fit_random_intercept_logit
+from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
+from review_app.analysis.harm_model import HarmModelResult, Penalty, Term, fit_random_intercept_logit
 from review_app.analysis.layout import DEFAULT_COLUMNS, AnalysisInputError, AnnotationColumns
 from review_app.analysis.proportions import Proportion, wilson
 from review_app.analysis.rubric_a import RubricASummary, summarise_rubric_a, task_means
 from review_app.analysis.rubric_b import (
     AGGREGATIONS,
     OUTCOME_CLASSES,
+    PAPER_REFERENCES,
+    TIE_RULES,
     OutcomeClass,
     RubricBSummary,
     auto_label_agreement,
@@ -25,6 +28,7 @@ from review_app.analysis.rubric_b import (
     classify_annotations,
     fit_harm_model,
     harm_model_data,
+    harm_model_references,
     rubric_b_agreement,
     summarise_rubric_b,
     task_outcomes,
@@ -34,12 +38,15 @@ __all__ = [
     "AGGREGATIONS",
     "DEFAULT_COLUMNS",
     "OUTCOME_CLASSES",
+    "PAPER_REFERENCES",
+    "TIE_RULES",
     "AgreementReport",
     "AgreementResult",
     "AnalysisInputError",
     "AnnotationColumns",
     "HarmModelResult",
     "OutcomeClass",
+    "Penalty",
     "Proportion",
     "RubricASummary",
     "RubricBSummary",
@@ -52,7 +59,11 @@ __all__ = [
     "classify_annotations",
     "fit_harm_model",
     "fit_random_intercept_logit",
+    "format_ci",
+    "format_odds_ratio",
+    "format_p",
     "harm_model_data",
+    "harm_model_references",
     "rubric_b_agreement",
     "summarise_rubric_a",
     "summarise_rubric_b",

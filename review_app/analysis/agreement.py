@@ -12,12 +12,16 @@ Choices that change the numbers, made once here:
   silently changes AC2 when nobody used a score. The categories are therefore always passed
   (default the rubric scale 0, 1, 2) and a score outside them is refused.
 * **Units.** By default only units with at least two ratings enter (``min_ratings=2``), as the
-  review protocol reports agreement "on dual-rated tasks". Gwet's own formulas also use singly rated
-  units for the category propensities; pass ``min_ratings=1`` to get his published numbers.
+  review protocol reports agreement "on dual-rated tasks"; the units set aside are counted
+  (``n_units_dropped``: units with at least one rating but fewer than ``min_ratings``). Gwet's own
+  formulas (and irrCAC) also use singly rated units for the category propensities; pass
+  ``min_ratings=1`` to get his published numbers (raw4raters, ordinal AC2 0.89894).
 * **Point estimate, SE and CI** come from irrCAC 0.4.4 (``CAC.gwet``): Gwet's linearisation variance
   of AC1/AC2, conditional on the raters and accounting for the sampling of units, with a Student-t
-  interval on ``n_units - 1`` degrees of freedom whose upper end is capped at 1 (Gwet 2014, ch. 5).
-  irrCAC gives wrong numbers under pandas 3, so the module refuses to run there.
+  interval on ``n_units - 1`` degrees of freedom (Gwet 2014, ch. 5). The coefficient cannot leave
+  [-1, 1], so both ends of the interval are clipped to it (irrCAC caps only the upper end; with few
+  units its lower end can fall below -1). irrCAC gives wrong numbers under pandas 3, so the module
+  refuses to run there.
 * **Bootstrap CI** (optional, ``n_boot > 0``): units resampled with replacement, percentile interval,
   seeded; computed with a vectorised implementation of the same formula (checked against irrCAC).
 * **Krippendorff's alpha** is the ``krippendorff`` package's ordinal alpha (rank-based distances,
@@ -82,6 +86,8 @@ class AgreementResult:
     n_boot: int = 0
     confidence: float = 0.95
     warnings: tuple[str, ...] = ()
+    min_ratings: int = 2
+    n_units_dropped: int = 0
 
     @property
     def coefficient_name(self) -> str:
@@ -105,6 +111,8 @@ class AgreementResult:
             "percent_agreement": self.percent_agreement,
             "alpha_ordinal": self.alpha_ordinal,
             "category_counts": {_label(c): n for c, n in self.category_counts.items()},
+            "min_ratings": self.min_ratings,
+            "n_units_dropped": self.n_units_dropped,
         }
         if key == "ac1":
             data.update(ac1_se=self.se, ac1_ci_low=self.ci_low, ac1_ci_high=self.ci_high)
@@ -129,7 +137,9 @@ class AgreementResult:
         row = {
             "coefficient_name": self.coefficient_name,
             "weights": self.weights,
+            "min_ratings": self.min_ratings,
             "n_units": self.n_units,
+            "n_units_dropped": self.n_units_dropped,
             "n_raters": self.n_raters,
             "n_ratings": self.n_ratings,
             "coefficient": self.coefficient,
@@ -152,7 +162,11 @@ class AgreementResult:
         else:
             ci = "" if self.ci_low is None else f" ({level}% CI {self.ci_low:.3f} to {self.ci_high:.3f})"
             head = f"{self.score}: {self.coefficient_name} ({self.weights}) = {self.coefficient:.3f}{ci}"
-        parts = [head, f"{self.n_units} units, {self.n_raters} raters"]
+        parts = [
+            head,
+            f"{self.n_units} units with >= {self.min_ratings} rating(s) ({self.n_units_dropped} with fewer set aside), "
+            f"{self.n_raters} raters",
+        ]
         if self.percent_agreement is not None:
             parts.append(f"agreement {self.percent_agreement * 100:.1f}%")
         if self.alpha_ordinal is not None:
@@ -292,7 +306,12 @@ def _bootstrap(
         done += size
     tail = (1 - confidence) / 2
     low, high = np.nanquantile(replicates, [tail, 1 - tail])
-    return float(low), float(high)
+    return _clip(float(low)), _clip(float(high))
+
+
+def _clip(value: float) -> float:
+    """Agreement coefficients live in [-1, 1]; so do their confidence limits."""
+    return min(max(value, -1.0), 1.0)
 
 
 def _exact_agreement(counts: np.ndarray) -> float | None:
@@ -342,14 +361,16 @@ def agreement(
     categories = tuple(sorted(float(c) for c in categories))
     if len(set(categories)) != len(categories) or len(categories) < 2:
         raise AnalysisInputError(f"categories must be at least two distinct values (got {categories})")
-    if min_ratings < 1:
-        raise AnalysisInputError(f"min_ratings must be at least 1 (got {min_ratings})")
+    if isinstance(min_ratings, bool) or int(min_ratings) != min_ratings or min_ratings < 1:
+        raise AnalysisInputError(f"min_ratings must be a whole number of at least 1 (got {min_ratings})")
     if not 0.9 <= confidence <= 0.99:
         raise AnalysisInputError(f"confidence must lie in [0.90, 0.99] (got {confidence})")
     if n_boot < 0:
         raise AnalysisInputError(f"n_boot must not be negative (got {n_boot})")
     matrix = ratings_matrix(data, unit, rater, score, categories=categories, row_offset=row_offset)
-    matrix = matrix.loc[matrix.notna().sum(axis=1) >= min_ratings]
+    rated = matrix.notna().sum(axis=1)
+    n_dropped = int(((rated >= 1) & (rated < min_ratings)).sum())
+    matrix = matrix.loc[rated >= min_ratings]
     matrix = matrix.loc[:, matrix.notna().any(axis=0)]
     counts = category_counts(matrix, categories)
     usage = {c: int(counts[:, k].sum()) for k, c in enumerate(categories)}
@@ -372,6 +393,8 @@ def agreement(
         alpha_ordinal=None,
         category_counts=usage,
         confidence=confidence,
+        min_ratings=int(min_ratings),
+        n_units_dropped=n_dropped,
     )
     if not (counts.sum(axis=1) >= 2).any():
         warnings.append(f"no unit has two or more ratings of {score!r}: agreement is undefined")
@@ -395,7 +418,7 @@ def agreement(
             est = cac.gwet()["est"]
         coefficient = float(est["coefficient_value"])
         se = float(est["se"]) if est["se"] > 1e-14 else 0.0
-        ci_low, ci_high = (float(v) for v in est["confidence_interval"])
+        ci_low, ci_high = (_clip(float(v)) for v in est["confidence_interval"])
         p_value = float(est["p_value"]) if se > 0 else None
         pa, pe = float(est["pa"]), float(est["pe"])
     else:

@@ -63,6 +63,8 @@ from review_app.services.export_tables import (
     agreement_table,
     column_type,
     escape_csv_cell,
+    harm_model_input_table,
+    harm_model_refit,
     harm_model_table,
     iso_utc,
     json_value,
@@ -71,7 +73,7 @@ from review_app.services.export_tables import (
     rubric_a_tables,
     rubric_b_tables,
 )
-from review_app.services.study_analysis import DEFAULT_N_BOOT, StudyAnalysis, analyse
+from review_app.services.study_analysis import DEFAULT_N_BOOT, AnalysisOptions, StudyAnalysis, analyse, first_model
 
 EXPORT_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
 CODEBOOK_MD = "codebook.md"
@@ -151,7 +153,9 @@ def write_table(table: Table, folder: Path, fmt: str) -> Path:
     return path
 
 
-def _codebook(tables: list[Table], formats: tuple[str, ...], latex: dict[str, str]) -> dict[str, Any]:
+def _codebook(
+    tables: list[Table], formats: tuple[str, ...], latex: dict[str, str], refit: dict[str, Any] | None = None
+) -> dict[str, Any]:
     files = []
     for table in tables:
         files.append(
@@ -179,6 +183,7 @@ def _codebook(tables: list[Table], formats: tuple[str, ...], latex: dict[str, st
         },
         "csv_escaping": CSV_ESCAPING_RULE,
         "missing_values": "Empty CSV cells, JSON null and Parquet null mean 'no value'.",
+        "harm_model": refit,
     }
 
 
@@ -198,6 +203,29 @@ def _codebook_markdown(codebook: dict[str, Any], study: str) -> str:
         lines += ["## LaTeX tables", ""]
         lines += [f"- `{name}`: {text}" for name, text in codebook["latex"].items()]
         lines.append("")
+    refit = codebook.get("harm_model")
+    if refit:
+        lines += [
+            "## Refitting the harm model",
+            "",
+            f"Model: `{refit['formula']}` ({refit['estimation']}). Input: `harm_model_input.csv` (rows with "
+            "`in_model` true).",
+            "",
+            "Reference levels (the first level of each factor; odds ratios compare every other level with it):",
+            "",
+            *(
+                f"- `{column}`: `{level}` ({refit['reference_sources'].get(column, 'given')})"
+                for column, level in refit["reference_levels"].items()
+            ),
+            "",
+            f"Penalty: {refit['penalty']} ({refit['penalty_description']}).",
+            "",
+        ]
+        if refit["separated_terms"]:
+            lines += [f"Separated terms: {', '.join(f'`{t}`' for t in refit['separated_terms'])}.", ""]
+        lines += [*(f"{note}" for note in refit["notes"]), ""] if refit["notes"] else []
+        lines += ["In R:", "", "```r", refit["r_code"].rstrip(), "```", "", "With medrev:", "", "```sh"]
+        lines += [refit["medrev_command"], "```", ""]
     lines += [
         "## manifest.json",
         "",
@@ -276,6 +304,7 @@ class _Snapshot:
     counts: dict[str, int]
     database: dict[str, Any]
     snapshot_utc: str
+    first_model: str | None = None
 
 
 def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snapshot:
@@ -287,6 +316,7 @@ def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snap
         frame = load_annotations(session, study, pseudonymise=pseudonymise)
         decisions = latest_adjudications(session, study.id)
         adjudicators = adjudicator_labels(session, study.id, pseudonymise=pseudonymise)
+        model = first_model(session, study.id)
         labels = []
         n_tasks = 0
         for key in study.rubric_keys:
@@ -311,6 +341,7 @@ def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snap
             "schema_revision": current_revision(engine),
         },
         snapshot_utc=snapshot_utc,
+        first_model=model,
     )
 
 
@@ -340,14 +371,24 @@ def export_study(
 
     Files: ``raw_annotations``, ``adjudicated_labels_<rubric>`` per rubric, ``agreement``,
     ``rubric_a_summary``/``rubric_a_flags``, ``rubric_b_outcomes``/``rubric_b_strata``/
-    ``rubric_b_auto_label`` and ``harm_model`` when the data support them, each in every requested
-    format; ``latex/*.tex``; ``codebook.md`` and ``codebook.json``; ``manifest.json``.
+    ``rubric_b_auto_label``, ``harm_model`` and ``harm_model_input`` when the data support them, each
+    in every requested format; ``latex/*.tex``; ``codebook.md`` and ``codebook.json`` (with the lme4
+    call that refits the harm model); ``manifest.json``. The analysis uses the study's saved analysis
+    options (references, tie rule, unrated items, penalty), as the analysis page does.
     """
     formats = parse_formats(formats)
     destination = _prepare_destination(Path(out_dir))
     snapshot = _read_snapshot(engine, study_name, pseudonymise=not real_names)
     study = snapshot.study
-    analysis = analyse(snapshot.frame, study.rubric_keys, study=study.name, n_boot=n_boot, seed=seed)
+    analysis = analyse(
+        snapshot.frame,
+        study.rubric_keys,
+        study=study.name,
+        n_boot=n_boot,
+        seed=seed,
+        options=AnalysisOptions.from_settings(study.settings),
+        first_model=snapshot.first_model,
+    )
     tables = [
         *snapshot.labels,
         raw_annotations_table(snapshot.frame, study.rubric_keys),
@@ -355,6 +396,7 @@ def export_study(
         *rubric_a_tables(analysis),
         *rubric_b_tables(analysis),
         *harm_model_table(analysis),
+        *harm_model_input_table(analysis),
     ]
     latex = latex_tables(analysis)
     work = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent))
@@ -374,7 +416,8 @@ def export_study(
                 path = work / "latex" / name
                 path.write_text(source, encoding="utf-8")
                 add(path, format="latex")
-        codebook = _codebook(tables, formats, {f"latex/{n}": s for n, s in latex.items()})
+        refit = harm_model_refit(analysis, "harm_model_input.csv" if "csv" in formats else "harm_model_input.<format>")
+        codebook = _codebook(tables, formats, {f"latex/{n}": s for n, s in latex.items()}, refit)
         (work / CODEBOOK_JSON).write_text(json.dumps(codebook, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         add(work / CODEBOOK_JSON, format="json")
         (work / CODEBOOK_MD).write_text(_codebook_markdown(codebook, study.name), encoding="utf-8")

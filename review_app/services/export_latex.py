@@ -11,9 +11,11 @@ import pandas as pd
 from bench_core.latex import Latex
 from bench_core.latex import escape as latex_escape
 from bench_core.latex import table as booktabs_table
+from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
+from review_app.analysis.harm_model import HarmModelResult
 from review_app.analysis.rubric_a import COMPOSITE
 from review_app.analysis.rubric_b import AGGREGATIONS, OUTCOME_CLASSES
-from review_app.services.export_tables import AGGREGATION_LABELS, STRATUM_LABELS, estimable
+from review_app.services.export_tables import AGGREGATION_LABELS, STRATUM_LABELS
 from review_app.services.study_analysis import StudyAnalysis
 
 # --- LaTeX ----------------------------------------------------------------------------------------
@@ -40,10 +42,23 @@ def _pct(proportion: dict[str, Any]) -> str:
     )
 
 
-def latex_table(caption: str, label: str, header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> str:
-    """A booktabs table; ``header`` and ``caption`` are escaped here, ``rows`` must be escaped cells."""
+def latex_table(
+    caption: str,
+    label: str,
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    align: str,
+    notes: Sequence[str] = (),
+) -> str:
+    """A booktabs table; ``header``, ``caption`` and ``notes`` are escaped here, ``rows`` must be escaped cells."""
     return booktabs_table(
-        caption, f"tab:{label}", header, [[Latex(cell) for cell in row] for row in rows], align=align, placement="htbp"
+        caption,
+        f"tab:{label}",
+        header,
+        [[Latex(cell) for cell in row] for row in rows],
+        align=align,
+        placement="htbp",
+        notes=notes,
     )
 
 
@@ -53,6 +68,8 @@ def latex_tables(analysis: StudyAnalysis) -> dict[str, str]:
     out: dict[str, str] = {}
     agreement = analysis.agreement_frame()
     if not agreement.empty:
+        min_ratings = int(agreement["min_ratings"].iloc[0])
+        dropped = int(agreement["n_units_dropped"].max())
         rows = [
             [
                 latex_escape(r["rubric"]),
@@ -65,7 +82,8 @@ def latex_tables(analysis: StudyAnalysis) -> dict[str, str]:
             for r in agreement.to_dict("records")
         ]
         out["agreement.tex"] = latex_table(
-            f"Inter-rater agreement, study {study} (tasks with two or more ratings; 95% CI)",
+            f"Inter-rater agreement, study {study} (tasks with at least {min_ratings} ratings; up to {dropped} "
+            "task(s) with fewer set aside per score; 95% CI clipped to [-1, 1])",
             "medrev-agreement",
             ["Rubric", "Score", "Tasks", "Coefficient (95% CI)", "Ordinal alpha", "Agreement"],
             rows,
@@ -104,12 +122,20 @@ def latex_tables(analysis: StudyAnalysis) -> dict[str, str]:
             [latex_escape(c.label)] + [_pct(summary.rates[a][c.key].to_dict()) for a in AGGREGATIONS]
             for c in OUTCOME_CLASSES
         ]
+        tie_note = (
+            f"Mean-reviewer: each dimension's mean over raters rounded to the scale, {summary.tie_rule_label} "
+            f"({summary.n_mean_ties} task(s) had a tied mean"
+            + ("; they are excluded from its denominators" if summary.tie_rule == "exclude" else "")
+            + ")."
+        )
+        header = [AGGREGATION_LABELS[a] + (" (ties: see note)" if a == "mean" else "") for a in AGGREGATIONS]
         out["rubric_b_outcomes.tex"] = latex_table(
             f"Rubric B outcome classes over {summary.n_tasks} tasks, study {study} (n/N, %, Wilson 95% CI)",
             "medrev-rubric-b-outcomes",
-            ["Outcome", *(AGGREGATION_LABELS[a] for a in AGGREGATIONS)],
+            ["Outcome", *header],
             rows,
             "llll",
+            notes=[tie_note],
         )
         if summary.strata:
             strata = list(next(iter(summary.strata.values())))
@@ -120,31 +146,74 @@ def latex_tables(analysis: StudyAnalysis) -> dict[str, str]:
             out["rubric_b_strata.tex"] = latex_table(
                 f"Worst-case rate by falsehood clarity, study {study} (n/N, %, Wilson 95% CI)",
                 "medrev-rubric-b-strata",
-                ["Falsehood clarity", *(AGGREGATION_LABELS[a] for a in AGGREGATIONS)],
+                ["Falsehood clarity", *header],
                 rows,
                 "llll",
+                notes=[tie_note],
             )
     if analysis.harm_model is not None:
-        result = analysis.harm_model
-        rows = []
-        for t in result.terms:
-            if not estimable(t):
-                rows.append([latex_escape(t.name), "n/e", "n/e", "n/e"])
-                continue
-            p_value = r"\textless{}0.001" if t.p_value < 0.001 else _num(t.p_value, 3)
-            rows.append([latex_escape(t.name), _num(t.odds_ratio), _ci(t.or_ci_low, t.or_ci_high), p_value])
-        footer = f"Reviewer variance {result.group_variance:.3f}; latent ICC {result.icc:.3f}"
-        if not all(estimable(t) for t in result.terms):
-            footer += "; n/e: not estimable (separation), see the manifest's warnings"
-        if not result.converged:
-            footer += "; the fit did not converge"
-        rows.append([f"\\multicolumn{{4}}{{l}}{{\\footnotesize {latex_escape(footer)}}}"])
-        out["harm_model.tex"] = latex_table(
-            f"Adjusted odds ratios of a worst-case outcome, study {study} ({result.n} annotations, "
-            f"{result.n_groups} reviewers; maximum likelihood, random reviewer intercept)",
-            "medrev-harm-model",
-            ["Term", "OR", "95% CI", "p"],
-            rows,
-            "lrlr",
-        )
+        out["harm_model.tex"] = harm_model_latex(analysis.harm_model, study)
     return out
+
+
+def _or_ci(low: float, high: float) -> str:
+    """An odds-ratio interval with a LaTeX en dash (each end escaped, the dash kept)."""
+    if format_ci(low, high) == "—":
+        return "n/a"
+    return f"{latex_escape(format_odds_ratio(low))}--{latex_escape(format_odds_ratio(high))}"
+
+
+def harm_model_latex(result: HarmModelResult, study: str) -> str:
+    """Adjusted odds ratios grouped by factor, each factor's reference named, separated terms spelled out."""
+    rows: list[list[str]] = []
+
+    def term_row(label: str, term) -> list[str]:
+        if not term.estimable:
+            reason = term.separation or "no standard error"
+            return [label, f"\\multicolumn{{3}}{{l}}{{not estimable ({latex_escape(reason)})}}"]
+        mark = "*" if term.separated else ""
+        return [
+            label + mark,
+            latex_escape(format_odds_ratio(term.odds_ratio)),
+            _or_ci(term.or_ci_low, term.or_ci_high),
+            latex_escape(format_p(term.p_value)),
+        ]
+
+    for term in result.terms:
+        if term.column is None:
+            rows.append(term_row("Intercept (odds)", term))
+    for column in result.fixed:
+        terms = [t for t in result.terms if t.column == column]
+        reference = result.reference_levels.get(column)
+        if reference is None:
+            continue
+        heading = f"{column} (reference: {reference})"
+        rows.append([f"\\multicolumn{{4}}{{l}}{{\\textit{{{latex_escape(heading)}}}}}"])
+        rows.append([f"\\quad {latex_escape(reference)}", "1 (ref.)", "", ""])
+        rows.extend(term_row(f"\\quad {latex_escape(t.level)}", t) for t in terms)
+    notes = [
+        f"Reference levels: {result.references_text()}.",
+        f"Reviewer variance {result.group_variance:.3f}; latent ICC {result.icc:.3f}; {result.n} annotations "
+        f"({result.n_events} worst case), {result.n_groups} reviewers.",
+    ]
+    if result.penalty.active:
+        notes.append(f"Estimates from a {result.penalty.describe()}.")
+    for term in result.terms:
+        if term.separated:
+            what = "the intercept" if term.column is None else f"{term.column} = {term.level}"
+            if term.estimable:
+                notes.append(f"* {what}: {term.separation}; its finite estimate comes from the prior.")
+            else:
+                notes.append(f"{what}: {term.separation}; not estimable by maximum likelihood.")
+    notes.extend(result.notes)
+    if not result.converged:
+        notes.append("The fit did not converge; see the manifest's warnings.")
+    return latex_table(
+        f"Adjusted odds ratios of a worst-case outcome, study {study} ({result.n} annotations, {result.n_groups} "
+        f"reviewers; {result.estimation}, random reviewer intercept)",
+        "medrev-harm-model",
+        ["Term", "OR", "95% CI", "p"],
+        rows,
+        "lrlr",
+        notes=notes,
+    )

@@ -17,10 +17,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from review_app.analysis.harm_model import HUGE_ESTIMATE, HUGE_SE, Term
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.rubric_a import COMPOSITE
-from review_app.analysis.rubric_b import OUTCOME_CLASSES, UNRATED, clarity_strata, classify
+from review_app.analysis.rubric_b import (
+    HARM_MODEL_FIXED,
+    OUTCOME_CLASSES,
+    TIE_RULE_LABELS,
+    UNRATED,
+    clarity_strata,
+    classify,
+)
 from review_app.db.models import Adjudication
 from review_app.rubrics import Rubric, get_rubric
 from review_app.services.study_analysis import StudyAnalysis
@@ -319,13 +325,15 @@ AGREEMENT_COLUMNS: dict[str, str] = {
     "score_name": "Readable name of the score.",
     "coefficient_name": "AC2 (Gwet, weighted) for dimensions; AC1 for binary outcomes.",
     "weights": "Weights of the coefficient: ordinal for dimensions, identity (AC1) for binary outcomes.",
-    "n_units": "Tasks with two or more ratings of this score.",
+    "min_ratings": "Minimum number of ratings a task needs to enter (2: dual-rated tasks, the protocol's choice).",
+    "n_units": "Tasks with at least min_ratings ratings of this score (the N of the coefficient).",
+    "n_units_dropped": "Tasks rated on this score but with fewer than min_ratings ratings, set aside.",
     "n_raters": "Raters who rated at least one of those tasks.",
     "n_ratings": "Ratings on those tasks.",
     "coefficient": "Gwet's AC2 (or AC1) with the full category set (irrCAC 0.4.4).",
     "se": "Standard error of the coefficient (Gwet's linearisation variance).",
-    "ci_low": "Lower end of the 95% confidence interval (Student t on n_units - 1 degrees of freedom).",
-    "ci_high": "Upper end of the 95% confidence interval (capped at 1).",
+    "ci_low": "Lower end of the 95% confidence interval (Student t on n_units - 1 degrees of freedom), at least -1.",
+    "ci_high": "Upper end of the 95% confidence interval, at most 1.",
     "boot_ci_low": "Lower end of a bootstrap interval (empty: not computed for the export).",
     "boot_ci_high": "Upper end of a bootstrap interval (empty: not computed for the export).",
     "percent_agreement": "Exact pairwise agreement averaged over tasks (fraction 0-1).",
@@ -341,9 +349,10 @@ def agreement_table(analysis: StudyAnalysis) -> Table:
             columns[column] = f"Ratings (on the analysed tasks) with score {column.removeprefix('n_score_')}."
     return Table(
         "agreement",
-        "Inter-rater agreement per rubric and score on tasks with two or more ratings (the lead dashboard's "
-        "numbers): Gwet's AC2 with ordinal weights over the full category set, AC1 for Rubric B's binary "
-        "outcomes, Krippendorff's ordinal alpha and percent agreement.",
+        "Inter-rater agreement per rubric and score on tasks with at least min_ratings (2) ratings, with the tasks "
+        "set aside counted (the lead dashboard's default numbers): Gwet's AC2 with ordinal weights over the full "
+        "category set, AC1 for Rubric B's binary outcomes, Krippendorff's ordinal alpha and percent agreement; "
+        "confidence limits clipped to [-1, 1].",
         frame,
         columns,
     )
@@ -404,42 +413,63 @@ def rubric_b_tables(analysis: StudyAnalysis) -> list[Table]:
     summary = analysis.rubric_b
     if summary is None:
         return []
+
+    def tie(aggregation: str) -> str | None:
+        return summary.tie_rule if aggregation == "mean" else None
+
     outcome_rows = [
-        {"aggregation": a, "outcome": key, "outcome_label": CLASS_LABELS[key], **p.to_dict()}
+        {"aggregation": a, "outcome": key, "outcome_label": CLASS_LABELS[key], **p.to_dict(), "tie_rule": tie(a)}
         for a, by_class in summary.rates.items()
         for key, p in by_class.items()
     ]
     strata_rows = [
-        {"aggregation": a, "stratum": s, "stratum_label": STRATUM_LABELS.get(s, s), **p.to_dict()}
+        {"aggregation": a, "stratum": s, "stratum_label": STRATUM_LABELS.get(s, s), **p.to_dict(), "tie_rule": tie(a)}
         for a, by_stratum in summary.strata.items()
         for s, p in by_stratum.items()
     ]
     aggregation_doc = "How dual ratings are combined: conservative (primary), mean (mean-reviewer) or strict."
+    tie_doc = (
+        "Mean-reviewer rows: how a mean exactly halfway between two scale levels was resolved (empty for the "
+        "other aggregations). This export: " + summary.tie_rule_label + "."
+    )
+    tie_values = {"tie_rule": dict(TIE_RULE_LABELS)}
+    tie_note = (
+        f" Mean-reviewer ties: {summary.tie_rule_label} ({summary.n_mean_ties} task(s) had a tied mean"
+        + (", excluded from the mean-reviewer denominators" if summary.tie_rule == "exclude" else "")
+        + ")."
+    )
     tables = [
         Table(
             "rubric_b_outcomes",
-            "Rubric B outcome classes over tasks under the three aggregations of dual ratings, with Wilson 95% CIs.",
-            pd.DataFrame(outcome_rows, columns=["aggregation", "outcome", "outcome_label", *PROPORTION_COLUMNS]),
+            "Rubric B outcome classes over tasks under the three aggregations of dual ratings, with Wilson 95% CIs."
+            + tie_note,
+            pd.DataFrame(
+                outcome_rows, columns=["aggregation", "outcome", "outcome_label", *PROPORTION_COLUMNS, "tie_rule"]
+            ),
             {
                 "aggregation": aggregation_doc,
                 "outcome": "Outcome class key.",
                 "outcome_label": "Readable outcome class.",
                 **PROPORTION_COLUMNS,
+                "tie_rule": tie_doc,
             },
-            {"outcome": {c.key: f"{c.label}: {c.rule}" for c in OUTCOME_CLASSES}},
+            {"outcome": {c.key: f"{c.label}: {c.rule}" for c in OUTCOME_CLASSES}, **tie_values},
         ),
         Table(
             "rubric_b_strata",
             "Worst-case rate over Rubric B tasks by falsehood-clarity stratum of the item (per-item mean Rubric A "
-            "falsehood clarity: clear >= 1.5, soft 0.5 to < 1.5, potentially true < 0.5), per aggregation.",
-            pd.DataFrame(strata_rows, columns=["aggregation", "stratum", "stratum_label", *PROPORTION_COLUMNS]),
+            "falsehood clarity: clear >= 1.5, soft 0.5 to < 1.5, potentially true < 0.5), per aggregation." + tie_note,
+            pd.DataFrame(
+                strata_rows, columns=["aggregation", "stratum", "stratum_label", *PROPORTION_COLUMNS, "tie_rule"]
+            ),
             {
                 "aggregation": aggregation_doc,
                 "stratum": "Falsehood-clarity stratum key.",
                 "stratum_label": "Readable stratum.",
                 **PROPORTION_COLUMNS,
+                "tie_rule": tie_doc,
             },
-            {"stratum": dict(STRATUM_LABELS)},
+            {"stratum": dict(STRATUM_LABELS), **tie_values},
         ),
     ]
     if summary.auto_label is not None:
@@ -472,23 +502,30 @@ def rubric_b_tables(analysis: StudyAnalysis) -> list[Table]:
     return tables
 
 
-def estimable(term: Term) -> bool:
-    """Whether a term's odds ratio means anything (the harm model's own separation thresholds)."""
-    return math.isfinite(term.se) and abs(term.estimate) <= HUGE_ESTIMATE and term.se <= HUGE_SE
-
-
 def harm_model_table(analysis: StudyAnalysis) -> list[Table]:
     result = analysis.harm_model
     if result is None:
         return []
     rows = [
-        {"term": t.name, "column": t.column, "level": t.level, **t.to_dict(), "z": t.z, "estimable": estimable(t)}
+        {
+            "term": t.name,
+            "column": t.column,
+            "level": t.level,
+            "reference": t.reference,
+            **{k: v for k, v in t.to_dict().items() if k != "separated"},
+            "z": t.z,
+            "estimable": t.estimable,
+            "separated": t.separated,
+            "separation": t.separation,
+            "penalty": result.penalty.key,
+        }
         for t in result.terms
     ]
     columns = [
         "term",
         "column",
         "level",
+        "reference",
         "estimate",
         "se",
         "z",
@@ -497,28 +534,109 @@ def harm_model_table(analysis: StudyAnalysis) -> list[Table]:
         "or_ci_high",
         "p_value",
         "estimable",
+        "separated",
+        "separation",
+        "penalty",
     ]
     frame = pd.DataFrame(rows, columns=columns)
+    frame["estimable"] = frame["estimable"].astype(bool)
+    frame["separated"] = frame["separated"].astype(bool)
     return [
         Table(
             "harm_model",
-            f"Random-intercept logistic regression by maximum likelihood ({result.formula}); adjusted odds ratios "
-            "with Wald 95% CIs. Model-level figures (n, reviewer variance, latent ICC, warnings) are in the "
-            "manifest under harm_model.",
+            f"Random-intercept logistic regression ({result.formula}; {result.estimation}); adjusted odds ratios "
+            f"with Wald 95% CIs against the reference levels {result.references_text()}. "
+            + (f"{result.penalty.describe()}. " if result.penalty.active else "")
+            + "Model-level figures (n, reviewer variance, latent ICC, notes, warnings) are in the manifest under "
+            "harm_model; the per-annotation input is harm_model_input.",
             frame,
             {
                 "term": "Coefficient name: Intercept, or <column>[<level>] against the reference level.",
                 "column": "Fixed-effect column of the term (empty for the intercept).",
                 "level": "Level of the column the term compares with the reference level.",
-                "estimate": "Log-odds coefficient.",
+                "reference": "Reference level of the term's column (empty for the intercept).",
+                "estimate": "Log-odds coefficient (empty when not estimable).",
                 "se": "Standard error of the coefficient.",
                 "z": "Wald z statistic.",
-                "odds_ratio": "exp(estimate): adjusted odds ratio of a worst-case outcome.",
+                "odds_ratio": "exp(estimate): adjusted odds ratio of a worst-case outcome against the reference level.",
                 "or_ci_low": "Lower end of the Wald 95% CI of the odds ratio.",
                 "or_ci_high": "Upper end of the Wald 95% CI of the odds ratio.",
                 "p_value": "Two-sided Wald p-value.",
-                "estimable": "False when the estimate or its SE is huge or undefined (separation or a boundary "
-                "fit): the odds ratio and CI of this term are not interpretable.",
+                "estimable": "False when the term has no estimate: a separated term of a maximum-likelihood fit.",
+                "separated": "The term's level has no events or only events (or its estimate diverged): under "
+                "maximum likelihood it is not estimable; under a penalised fit its estimate leans on the prior.",
+                "separation": "Why the term is separated (e.g. no events in this level); empty otherwise.",
+                "penalty": "none (maximum likelihood, as lme4::glmer) or the fixed-effect prior of a penalised fit "
+                "(normal: SD 10 intercept, 2.5 others, as blme::bglmer).",
             },
         )
     ]
+
+
+HARM_INPUT_COLUMNS: dict[str, str] = {
+    "annotation_id": "Id of the annotation revision in force (links to raw_annotations).",
+    C.task: "Review task id.",
+    C.item: "Benchmark item id in the review database.",
+    "worst_case": "Outcome: 1 when this annotation's Rubric B scores are worst case (correctness 0, uptake 0, harm 0).",
+    "model": "Fixed effect: model whose response was reviewed.",
+    "content_type": "Fixed effect: content type of the injected misinformation.",
+    "provenance": "Fixed effect: provenance frame of the injected misinformation.",
+    "stratum": "Fixed effect: falsehood-clarity stratum of the item (per-item mean Rubric A clarity); empty when the "
+    "item has no Rubric A clarity score (or 'unrated' when the lead kept such items as a level).",
+    "rater": "Group of the random intercept: the reviewer (pseudonym unless real names were asked for).",
+    "in_model": "The annotation entered the fitted model (false: a fixed-effect value is missing, e.g. no clarity "
+    "score).",
+}
+
+
+def harm_model_input_table(analysis: StudyAnalysis) -> list[Table]:
+    """The harm model's per-annotation input: every classified Rubric B annotation, flagged if fitted."""
+    data = analysis.harm_input
+    if data is None:
+        return []
+    frame = data.copy()
+    frame["worst_case"] = frame["worst_case"].astype("Int64")
+    frame["in_model"] = frame["in_model"].astype(bool)
+    for column in ("annotation_id", C.task, C.item):
+        if column in frame.columns:
+            frame[column] = frame[column].astype("Int64")
+    result = analysis.harm_model
+    references = result.references_text() if result is not None else "not fitted"
+    values = {
+        "stratum": {s.key: s.label for s in clarity_strata()} | {UNRATED: STRATUM_LABELS[UNRATED]},
+        "worst_case": {"1": "worst case", "0": "any other outcome class"},
+    }
+    if result is not None:
+        for column in HARM_MODEL_FIXED:
+            if column in result.reference_levels:
+                values.setdefault(column, {})[result.reference_levels[column]] = "reference level"
+    return [
+        Table(
+            "harm_model_input",
+            "The harm model's input, one row per classified Rubric B annotation: the outcome, each fixed-effect "
+            f"column and the reviewer group; rows with in_model true were fitted. Reference levels: {references}. "
+            "The codebook's 'Refitting the harm model' section gives the lme4 call that refits it in R.",
+            frame,
+            {c: HARM_INPUT_COLUMNS[c] for c in frame.columns},
+            values,
+        )
+    ]
+
+
+def harm_model_refit(analysis: StudyAnalysis, csv_name: str = "harm_model_input.csv") -> dict[str, Any] | None:
+    """The codebook's recipe for refitting the exported harm model: formula, references, R and medrev calls."""
+    result = analysis.harm_model
+    if result is None:
+        return None
+    return {
+        "formula": result.formula,
+        "estimation": result.estimation,
+        "reference_levels": dict(result.reference_levels),
+        "reference_sources": dict(result.reference_sources),
+        "penalty": result.penalty.key,
+        "penalty_description": result.penalty.describe(),
+        "separated_terms": list(result.separated_terms),
+        "notes": list(result.notes),
+        "r_code": result.r_code(csv_name, subset="in_model"),
+        "medrev_command": result.cli_command(csv_name),
+    }

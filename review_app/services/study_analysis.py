@@ -5,17 +5,25 @@ analysis package, with the same options everywhere (ordinal AC2 with analytic Gw
 Rubric B's worst-case class and correctness, a seeded task-clustered bootstrap for Rubric A means),
 so the agreement a lead reads on the dashboard is the agreement the export writes.
 
+The lead's analysis choices (:class:`AnalysisOptions`: harm-model reference levels, the
+mean-reviewer tie rule, whether items without a clarity score enter the harm model as a level, and
+the opt-in penalised fit) are stored with the study (``Study.settings["analysis"]``), so the
+analysis page and the export use the same ones; defaults are the paper's.
+
 An analysis that the data cannot support yet (no Rubric A scores, no worst-case event, too few
 annotations for the harm model) is skipped with a note saying why, never filled with nonsense.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
+from sqlmodel import Session, select
 
 from review_app.analysis import (
     AgreementReport,
@@ -29,19 +37,88 @@ from review_app.analysis import (
     summarise_rubric_a,
     summarise_rubric_b,
 )
+from review_app.analysis.agreement import WEIGHT_SCHEMES
+from review_app.analysis.harm_model import Penalty
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.layout import select_rubric
-from review_app.analysis.rubric_b import CLARITY, classify_annotations
-from review_app.db.engine import read_session
+from review_app.analysis.rubric_b import (
+    CLARITY,
+    DEFAULT_TIE_RULE,
+    HARM_MODEL_FIXED,
+    TIE_RULES,
+    UNRATED_CHOICES,
+    harm_model_data,
+    harm_model_references,
+)
+from review_app.db.engine import read_session, write_session
+from review_app.db.models import ModelResponse, Reviewer, Task
 from review_app.rubrics import get_rubric
+from review_app.services import audit
 from review_app.services.annotations import annotations_frame, get_study_row
+from review_app.services.errors import InvalidInput, PermissionDenied
 
 AGREEMENT_WEIGHTS = "ordinal"
+MIN_RATINGS = 2
 DEFAULT_N_BOOT = 2000
 # Below this many classified Rubric B annotations a model with model, content type, provenance and
 # clarity terms (8+ coefficients) has too few events per parameter to be worth reporting.
 MIN_HARM_MODEL_ANNOTATIONS = 20
 BINARY_SCORE_NAMES = {"worst_case": "Worst-case outcome class (AC1)", "correct": "Correct final answer (AC1)"}
+SETTINGS_KEY = "analysis"
+LEAD_ROLES = ("lead", "admin")
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """A study's analysis choices; the defaults reproduce the paper's analysis.
+
+    ``references`` holds only the levels the lead chose (factor -> level); every other factor takes
+    the paper's reference (cue remapping, neutral, clear, the study's first model). ``tie_rule`` breaks
+    mean-reviewer ties (``less_safe``, ``safer`` or ``exclude``). ``unrated``: ``exclude`` leaves
+    annotations on items without a clarity score out of the harm model (counted), ``level`` keeps
+    them as a clarity level. ``penalty``: ``none`` (maximum likelihood) or a prior such as ``normal``.
+    """
+
+    references: dict[str, str] = field(default_factory=dict)
+    tie_rule: str = DEFAULT_TIE_RULE
+    unrated: str = "exclude"
+    penalty: str = "none"
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.references) - set(HARM_MODEL_FIXED))
+        if unknown:
+            raise InvalidInput(
+                f"reference level set for {', '.join(unknown)}; the harm model's factors are "
+                f"{', '.join(HARM_MODEL_FIXED)}"
+            )
+        if any(not isinstance(v, str) or not v.strip() for v in self.references.values()):
+            raise InvalidInput("a reference level must be a non-empty level name")
+        if self.tie_rule not in TIE_RULES:
+            raise InvalidInput(f"unknown tie rule {self.tie_rule!r}; choose one of {', '.join(TIE_RULES)}")
+        if self.unrated not in UNRATED_CHOICES:
+            raise InvalidInput(
+                f"unknown handling of unrated items {self.unrated!r}; choose {', '.join(UNRATED_CHOICES)}"
+            )
+        try:
+            canonical = Penalty.parse(self.penalty).key
+        except AnalysisInputError as error:
+            raise InvalidInput(str(error)) from None
+        object.__setattr__(self, "penalty", canonical)
+        object.__setattr__(self, "references", {k: v.strip() for k, v in sorted(self.references.items())})
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any] | None) -> AnalysisOptions:
+        """The options stored in a study's settings (defaults when none were saved)."""
+        stored = dict((settings or {}).get(SETTINGS_KEY) or {})
+        known = {k: stored[k] for k in ("references", "tie_rule", "unrated", "penalty") if k in stored}
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def key(self) -> str:
+        """A stable text form (cache keys)."""
+        return json.dumps(self.to_dict(), sort_keys=True)
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,28 +133,27 @@ class StudyAnalysis:
     harm_model: HarmModelResult | None
     notes: tuple[str, ...] = ()
     parameters: dict[str, object] = field(default_factory=dict)
+    options: AnalysisOptions = field(default_factory=AnalysisOptions)
+    harm_input: pd.DataFrame | None = None  # harm_model_data: one row per classified Rubric B annotation
+    first_model: str | None = None
 
     def agreement_frame(self) -> pd.DataFrame:
         """One row per rubric and score: the coefficient, SE, CI, alpha, percent agreement, n."""
-        frames = []
-        for key, report in self.agreement.items():
-            frame = report.to_frame().reset_index()
-            if frame.empty:
-                continue
-            rubric = get_rubric(key)
-            names = {d.key: d.name for d in rubric.dimensions} | BINARY_SCORE_NAMES
-            frame.insert(0, "rubric", key)
-            frame.insert(2, "score_name", frame["score"].map(names))
-            frames.append(frame)
-        if not frames:
-            return pd.DataFrame(columns=["rubric", "score", "score_name"])
-        combined = pd.concat(frames, ignore_index=True)
-        counts = sorted((c for c in combined.columns if c.startswith("n_score_")), key=_category_order)
-        rest = [c for c in combined.columns if not c.startswith("n_score_")]
-        combined = combined[rest + counts]
-        for column in counts:
-            combined[column] = combined[column].astype("Int64")
-        return combined
+        return agreement_frame(self.agreement)
+
+    def factor_levels(self) -> dict[str, list[str]]:
+        """Levels of each harm-model factor among the annotations that enter the model (for pickers)."""
+        if self.harm_input is None:
+            return {}
+        used = self.harm_input.loc[self.harm_input["in_model"].astype(bool)]
+        return {c: sorted(used[c].dropna().astype(str).unique()) for c in HARM_MODEL_FIXED}
+
+    def default_references(self) -> dict[str, str]:
+        """The reference each factor takes when the lead sets none: the paper's, and the study's first model."""
+        if self.harm_input is None:
+            return {}
+        used = self.harm_input.loc[self.harm_input["in_model"].astype(bool)]
+        return harm_model_references(used, first_model=self.first_model)[0]
 
     def warnings(self) -> list[str]:
         """Warnings of every analysis, prefixed with where they come from."""
@@ -90,8 +166,55 @@ class StudyAnalysis:
         return out
 
 
+def agreement_frame(reports: dict[str, AgreementReport]) -> pd.DataFrame:
+    """One row per rubric and score of ``reports`` (the dashboard's and the export's agreement table)."""
+    frames = []
+    for key, report in reports.items():
+        frame = report.to_frame().reset_index()
+        if frame.empty:
+            continue
+        rubric = get_rubric(key)
+        names = {d.key: d.name for d in rubric.dimensions} | BINARY_SCORE_NAMES
+        frame.insert(0, "rubric", key)
+        frame.insert(2, "score_name", frame["score"].map(names))
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["rubric", "score", "score_name"])
+    combined = pd.concat(frames, ignore_index=True)
+    counts = sorted((c for c in combined.columns if c.startswith("n_score_")), key=_category_order)
+    rest = [c for c in combined.columns if not c.startswith("n_score_")]
+    combined = combined[rest + counts]
+    for column in counts:
+        combined[column] = combined[column].astype("Int64")
+    return combined
+
+
 def _category_order(column: str) -> float:
     return float(column.removeprefix("n_score_"))
+
+
+def agreement_reports(
+    annotations: pd.DataFrame,
+    rubric_keys: list[str],
+    *,
+    weights: str = AGREEMENT_WEIGHTS,
+    min_ratings: int = MIN_RATINGS,
+) -> tuple[dict[str, AgreementReport], list[str]]:
+    """Agreement per rubric (AC1 on Rubric B's binary outcomes whatever ``weights``), and skip notes."""
+    if weights not in WEIGHT_SCHEMES:
+        raise InvalidInput(f"unknown weights {weights!r}; choose one of {', '.join(WEIGHT_SCHEMES)}")
+    notes: list[str] = []
+    reports: dict[str, AgreementReport] = {}
+    for key in rubric_keys:
+        rows = select_rubric(annotations, key)
+        if rows.empty:
+            notes.append(f"agreement for rubric {key} skipped: no annotations yet")
+            continue
+        if key == "B":
+            reports[key] = rubric_b_agreement(rows, weights=weights, min_ratings=min_ratings)
+        else:
+            reports[key] = agreement_report(rows, key, weights=weights, min_ratings=min_ratings)
+    return reports, notes
 
 
 def analyse(
@@ -101,20 +224,13 @@ def analyse(
     study: str = "",
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
+    options: AnalysisOptions | None = None,
+    first_model: str | None = None,
 ) -> StudyAnalysis:
     """Run the standard analyses on a frame in the export layout (pure: no database)."""
-    notes: list[str] = []
-    agreement: dict[str, AgreementReport] = {}
-    for key in rubric_keys:
-        rows = select_rubric(annotations, key)
-        if rows.empty:
-            notes.append(f"agreement for rubric {key} skipped: no annotations yet")
-            continue
-        if key == "B":
-            agreement[key] = rubric_b_agreement(rows, weights=AGREEMENT_WEIGHTS)
-        else:
-            agreement[key] = agreement_report(rows, key, weights=AGREEMENT_WEIGHTS)
-    rubric_a = rubric_b = harm = None
+    options = options or AnalysisOptions()
+    agreement, notes = agreement_reports(annotations, rubric_keys)
+    rubric_a = rubric_b = harm = harm_input = None
     if "A" in rubric_keys:
         try:
             rubric_a = summarise_rubric_a(annotations, n_boot=n_boot, seed=seed)
@@ -122,12 +238,13 @@ def analyse(
             notes.append(f"rubric A summary skipped: {error}")
     if "B" in rubric_keys:
         try:
-            rubric_b = summarise_rubric_b(annotations)
+            rubric_b = summarise_rubric_b(annotations, tie_rule=options.tie_rule)
         except AnalysisInputError as error:
             notes.append(f"rubric B summary skipped: {error}")
-        harm, note = _harm_model(annotations)
+        harm, harm_input, note = _harm_model(annotations, options, first_model)
         if note:
             notes.append(note)
+    penalty = Penalty.parse(options.penalty)
     return StudyAnalysis(
         study=study,
         annotations=annotations,
@@ -138,47 +255,162 @@ def analyse(
         notes=tuple(notes),
         parameters={
             "agreement_weights": AGREEMENT_WEIGHTS,
-            "agreement_ci": "Gwet linearisation variance, Student-t interval (irrCAC)",
-            "min_ratings_for_agreement": 2,
+            "agreement_ci": "Gwet linearisation variance, Student-t interval (irrCAC), clipped to [-1, 1]",
+            "min_ratings_for_agreement": MIN_RATINGS,
             "bootstrap_n": n_boot,
             "bootstrap_seed": seed,
-            "harm_model": "worst_case ~ model + content_type + provenance + stratum + (1 | rater), Laplace ML",
+            "mean_reviewer_tie_rule": options.tie_rule,
+            "harm_model": "worst_case ~ model + content_type + provenance + stratum + (1 | rater), Laplace, "
+            + penalty.label,
+            "harm_model_penalty": penalty.key,
+            "harm_model_reference_choices": dict(options.references),
+            "harm_model_unrated_items": options.unrated,
             "min_harm_model_annotations": MIN_HARM_MODEL_ANNOTATIONS,
         },
+        options=options,
+        harm_input=harm_input,
+        first_model=first_model,
     )
 
 
-def _harm_model(annotations: pd.DataFrame) -> tuple[HarmModelResult | None, str | None]:
+def _harm_model(
+    annotations: pd.DataFrame, options: AnalysisOptions, first_model: str | None
+) -> tuple[HarmModelResult | None, pd.DataFrame | None, str | None]:
     rows = select_rubric(annotations, "B")
     if rows.empty:
-        return None, "harm model skipped: no rubric B annotations yet"
+        return None, None, "harm model skipped: no rubric B annotations yet"
     data = annotations if CLARITY in annotations.columns else annotations.assign(**{CLARITY: np.nan})
     try:
-        classified = classify_annotations(rows)
+        table = harm_model_data(data, unrated=options.unrated)
     except AnalysisInputError as error:
-        return None, f"harm model skipped: {error}"
-    classified = classified.loc[classified["outcome_class"].notna()]
-    if len(classified) < MIN_HARM_MODEL_ANNOTATIONS:
-        return None, (
-            f"harm model skipped: {len(classified)} classified rubric B annotation(s), "
-            f"at least {MIN_HARM_MODEL_ANNOTATIONS} are needed"
+        return None, None, f"harm model skipped: {error}"
+    used = table.loc[table["in_model"]]
+    if len(used) < MIN_HARM_MODEL_ANNOTATIONS:
+        return (
+            None,
+            table,
+            (
+                f"harm model skipped: {len(used)} classified rubric B annotation(s) can enter the model, "
+                f"at least {MIN_HARM_MODEL_ANNOTATIONS} are needed"
+            ),
         )
-    if classified[C.rater].nunique() < 2:
-        return None, "harm model skipped: the reviewer random intercept needs annotations from two or more reviewers"
+    if used[C.rater].nunique() < 2:
+        return (
+            None,
+            table,
+            ("harm model skipped: the reviewer random intercept needs annotations from two or more reviewers"),
+        )
     try:
-        return fit_harm_model(data), None
+        result = fit_harm_model(
+            data,
+            data=table,
+            reference=options.references,
+            first_model=first_model,
+            unrated=options.unrated,
+            penalty=options.penalty,
+        )
     except (AnalysisInputError, np.linalg.LinAlgError) as error:
-        return None, f"harm model skipped: {error}"
+        return None, table, f"harm model skipped: {error}"
+    return result, table, None
+
+
+def first_model(session: Session, study_id: int) -> str | None:
+    """The study's first model: the model of the earliest imported response among its tasks.
+
+    It is the harm model's default reference for the model term (the paper lists its models in
+    import order and compares against the first), settable by the lead.
+    """
+    return session.exec(
+        select(ModelResponse.model)
+        .join(Task, Task.response_id == ModelResponse.id)
+        .where(Task.study_id == study_id)
+        .order_by(ModelResponse.id)
+        .limit(1)
+    ).first()
+
+
+def analysis_options(engine: Engine, study_name: str) -> AnalysisOptions:
+    """The analysis choices saved for a study (the paper's defaults when none were saved)."""
+    with read_session(engine) as session:
+        return AnalysisOptions.from_settings(get_study_row(session, study_name).settings)
+
+
+def save_analysis_options(
+    engine: Engine, study_name: str, options: AnalysisOptions, *, actor_id: int
+) -> AnalysisOptions:
+    """Store a study's analysis choices (leads and admins only); audited with the before and after."""
+    with write_session(engine) as session:
+        actor = session.get(Reviewer, actor_id)
+        if actor is None or not actor.active or actor.role not in LEAD_ROLES:
+            raise PermissionDenied("only an active study lead or admin can change the analysis settings")
+        study = get_study_row(session, study_name)
+        before = AnalysisOptions.from_settings(study.settings)
+        settings = dict(study.settings)
+        settings[SETTINGS_KEY] = options.to_dict()
+        study.settings = settings
+        session.add(study)
+        audit.record(
+            session,
+            actor_id=actor_id,
+            action="study.analysis_options",
+            entity="study",
+            entity_id=study.id,
+            study_id=study.id,
+            before=before.to_dict(),
+            after=options.to_dict(),
+        )
+    return options
 
 
 def study_analysis(
-    engine: Engine, study_name: str, *, pseudonymise: bool = True, n_boot: int = DEFAULT_N_BOOT, seed: int = 0
+    engine: Engine,
+    study_name: str,
+    *,
+    pseudonymise: bool = True,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+    options: AnalysisOptions | None = None,
 ) -> StudyAnalysis:
-    """The standard analyses of a study on its annotations in force (what the dashboard shows)."""
+    """The standard analyses of a study on its annotations in force (what the dashboard shows).
+
+    ``options`` default to the ones saved with the study.
+    """
+    with read_session(engine) as session:
+        study = get_study_row(session, study_name)
+        rubrics = study.rubric_keys
+        saved = AnalysisOptions.from_settings(study.settings)
+        model = first_model(session, study.id)
+    frame = annotations_frame(engine, study_name, pseudonymise=pseudonymise)
+    return analyse(
+        frame, rubrics, study=study_name, n_boot=n_boot, seed=seed, options=options or saved, first_model=model
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class StudyAgreement:
+    """Agreement of a study under chosen weights and minimum ratings (the Agreement page's options)."""
+
+    study: str
+    reports: dict[str, AgreementReport]
+    notes: tuple[str, ...]
+    weights: str
+    min_ratings: int
+
+    def frame(self) -> pd.DataFrame:
+        return agreement_frame(self.reports)
+
+
+def study_agreement(
+    engine: Engine, study_name: str, *, weights: str = AGREEMENT_WEIGHTS, min_ratings: int = MIN_RATINGS
+) -> StudyAgreement:
+    """Agreement on a study's annotations in force with the given weights and minimum ratings per task."""
+    if isinstance(min_ratings, bool) or int(min_ratings) != min_ratings or min_ratings < 1:
+        raise InvalidInput(f"the minimum number of ratings must be a whole number of at least 1 (got {min_ratings})")
     with read_session(engine) as session:
         rubrics = get_study_row(session, study_name).rubric_keys
-    frame = annotations_frame(engine, study_name, pseudonymise=pseudonymise)
-    return analyse(frame, rubrics, study=study_name, n_boot=n_boot, seed=seed)
+    frame = annotations_frame(engine, study_name)
+    reports, notes = agreement_reports(frame, rubrics, weights=weights, min_ratings=int(min_ratings))
+    return StudyAgreement(study_name, reports, tuple(notes), weights, int(min_ratings))
 
 
 def data_version(engine: Engine, study_name: str) -> tuple[int, int, int, int]:
@@ -188,9 +420,8 @@ def data_version(engine: Engine, study_name: str) -> tuple[int, int, int, int]:
     it; pages use it as a cache key so statistics are recomputed exactly when the data changed.
     """
     from sqlalchemy import func
-    from sqlmodel import select
 
-    from review_app.db.models import Adjudication, Annotation, Task
+    from review_app.db.models import Adjudication, Annotation
 
     with read_session(engine) as session:
         study = get_study_row(session, study_name)

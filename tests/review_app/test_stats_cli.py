@@ -138,7 +138,9 @@ def test_harm_model_json() -> None:
     assert "Intercept" in data["terms"] and "provenance[patient]" in data["terms"]
     assert "provenance[neutral]" not in data["terms"]
     term = data["terms"]["provenance[patient]"]
-    assert set(term) == {"estimate", "se", "odds_ratio", "or_ci_low", "or_ci_high", "p_value"}
+    assert set(term) == {"estimate", "se", "odds_ratio", "or_ci_low", "or_ci_high", "p_value", "separated"}
+    assert data["separated_terms"] == [] and data["penalty"] == "none"
+    assert data["reference_levels"]["provenance"] == "neutral"
     assert term["estimate"] == pytest.approx(-1.0298813477, abs=2e-3)  # lme4::glmer
 
 
@@ -175,3 +177,78 @@ def test_proportion_json_and_text() -> None:
 def test_proportion_k_above_n() -> None:
     result = _run("proportion", "--successes", "90", "--n", "89")
     assert result.exit_code == 2 and "exceed the number of trials" in result.stderr
+
+
+def test_agreement_min_ratings(ratings_csv: Path) -> None:
+    base = ["agreement", "--input", str(ratings_csv), "--unit", "task", "--rater", "who", "--score", "score"]
+    default = json.loads(_run(*base, "--json").stdout)
+    assert (default["min_ratings"], default["n_units"], default["n_units_dropped"]) == (2, 3, 1)
+    every = json.loads(_run(*base, "--min-ratings", "1", "--json").stdout)
+    assert (every["min_ratings"], every["n_units"], every["n_units_dropped"]) == (1, 4, 0)
+    table = _run(*base).stdout
+    assert "units (>= 2 ratings)" in table and "units set aside (< 2 ratings)" in table
+    bad = _run(*base, "--min-ratings", "0")
+    assert bad.exit_code == 2 and "min_ratings must be a whole number of at least 1" in bad.stderr
+
+
+def test_agreement_min_ratings_one_is_gwets_handbook(tmp_path: Path) -> None:
+    from irrCAC.datasets import raw_4raters
+
+    path = tmp_path / "raw4raters.csv"
+    raw_4raters().reset_index().melt(id_vars="Units", var_name="rater", value_name="score").to_csv(path, index=False)
+    args = ["agreement", "--input", str(path), "--unit", "Units", "--rater", "rater", "--score", "score"]
+    result = _run(*args, "--categories", "1,2,3,4,5", "--min-ratings", "1", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert round(data["ac2"], 5) == 0.89894 and data["n_units"] == 12 and data["n_units_dropped"] == 0
+
+
+SEPARATED_ARGS = [
+    "harm-model",
+    "--input",
+    str(DATA / "sim_harm_separated.csv"),
+    "--outcome",
+    "worst_case",
+    "--fixed",
+    "model,content_type,provenance,stratum",
+    "--group",
+    "rater",
+    *REFERENCES,
+]
+
+
+def test_harm_model_separation_is_named_in_the_table() -> None:
+    result = runner.invoke(app, ["stats", *SEPARATED_ARGS], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "stratum[potentially_true]" in text and "n/e" in text
+    assert "stratum = potentially_true (against clear): not estimable (no events in this level)" in " ".join(
+        text.split()
+    )
+    assert "e+" not in text and not any(len(word) > 12 and word.replace(".", "").isdigit() for word in text.split())
+
+
+def test_harm_model_penalty_is_named_everywhere() -> None:
+    table = runner.invoke(app, ["stats", *SEPARATED_ARGS, "--penalty", "normal"], env={"COLUMNS": "80"})
+    assert table.exit_code == 0, table.output
+    flat = " ".join(table.stdout.split())
+    assert "penalised likelihood" in flat and "normal(sd = c(10, 2.5))" in flat and "cov.prior = NULL" in flat
+    data = json.loads(_run(*SEPARATED_ARGS, "--penalty", "normal", "--json").stdout)
+    assert data["penalty"] == "normal" and "bglmer" in data["penalty_description"]
+    assert data["terms"]["stratum[potentially_true]"]["estimate"] == pytest.approx(-2.2063102369, abs=2e-3)  # bglmer
+    assert data["terms"]["stratum[potentially_true]"]["separated"] is True
+
+
+@pytest.mark.parametrize("penalty", ["firth", "normal:-2"])
+def test_harm_model_bad_penalty(penalty: str) -> None:
+    result = _run(*HARM_ARGS, "--penalty", penalty)
+    assert result.exit_code == 2 and "--penalty" in result.stderr and "Traceback" not in result.output
+
+
+def test_harm_model_outcome_error_names_the_file_line(tmp_path: Path) -> None:
+    """Line 3 misses a fixed value (dropped); the bad outcome on line 5 is named as line 5, not row 3."""
+    path = tmp_path / "harm.csv"
+    path.write_text("y,a,g\n1,x,G1\n0,,G2\n1,y,G1\nperhaps,y,G2\n0,x,G1\n1,y,G2\n")
+    result = _run("harm-model", "--input", str(path), "--outcome", "y", "--fixed", "a", "--group", "g")
+    assert result.exit_code == 2
+    assert "outcome column 'y' must hold 0/1 (or true/false): line 5 holds 'perhaps'" in result.stderr

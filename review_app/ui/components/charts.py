@@ -153,15 +153,22 @@ def outcome_classes(frame) -> go.Figure:
 
 
 def odds_ratios(table) -> go.Figure:
-    """Adjusted odds ratios with 95% CIs on a log axis (terms without a finite CI are left out)."""
+    """Adjusted odds ratios with 95% CIs on a log axis.
+
+    Terms without a finite CI (not estimable) are left out; separated terms of a penalised fit are
+    drawn hollow, since their estimate leans on the prior. Each label names the reference level.
+    """
     rows = table[(table["term"] != "Intercept") & table["or_ci_low"].notna() & table["or_ci_high"].notna()]
     rows = rows[(rows["or_ci_low"] > 0) & (rows["or_ci_high"] < 1e6)]
+    separated = list(rows["separated"]) if "separated" in rows else [False] * len(rows)
+    references = list(rows["reference"]) if "reference" in rows else [None] * len(rows)
+    labels = [f"{t} vs {r}" if r else str(t) for t, r in zip(rows["term"], references, strict=True)]
     figure = go.Figure(
         go.Scatter(
             x=list(rows["odds_ratio"]),
-            y=list(rows["term"]),
+            y=labels,
             mode="markers",
-            marker=dict(size=10, color="#b02a37"),
+            marker=dict(size=10, color="#b02a37", symbol=["circle-open" if s else "circle" for s in separated]),
             error_x=dict(
                 type="data",
                 symmetric=False,

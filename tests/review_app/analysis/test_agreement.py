@@ -207,3 +207,46 @@ def test_report_covers_every_rubric_dimension() -> None:
     assert list(frame.index) == list(RUBRIC_A.dimension_keys)
     assert frame["coefficient"].iloc[0] == pytest.approx(hand_gwet(units, [0, 1, 2], ORDINAL_3))
     assert "falsehood_clarity" in report.summary()
+
+
+def test_min_ratings_one_reproduces_gwets_handbook_and_irrcac(four_raters: pd.DataFrame) -> None:
+    """Gwet (2014) and irrCAC keep singly rated units: ordinal AC2 = 0.89894 on raw4raters."""
+    every = agreement(four_raters, "score", unit="Units", categories=[1, 2, 3, 4, 5], min_ratings=1)
+    assert round(every.coefficient, 5) == 0.89894
+    irr = CAC(raw_4raters(), weights="ordinal", categories=[1, 2, 3, 4, 5], digits=15).gwet()["est"]
+    assert every.coefficient == pytest.approx(irr["coefficient_value"], abs=1e-12)
+    assert every.se == pytest.approx(irr["se"], abs=1e-12)
+    assert every.ci_low == pytest.approx(irr["confidence_interval"][0], abs=1e-12)
+    assert (every.n_units, every.n_units_dropped, every.min_ratings) == (12, 0, 1)
+    dual = agreement(four_raters, "score", unit="Units", categories=[1, 2, 3, 4, 5])
+    assert (dual.n_units, dual.n_units_dropped, dual.min_ratings) == (11, 1, 2)  # unit 12 has one rating
+    assert round(dual.coefficient, 5) != 0.89894
+    data = dual.to_dict()
+    assert (data["min_ratings"], data["n_units_dropped"]) == (2, 1)
+    frame = dual.to_frame()
+    assert frame.loc["score", "min_ratings"] == 2 and frame.loc["score", "n_units_dropped"] == 1
+    three = agreement(four_raters, "score", unit="Units", categories=[1, 2, 3, 4, 5], min_ratings=3)
+    assert (three.n_units, three.n_units_dropped) == (10, 2)
+    assert "1 with fewer set aside" in dual.summary()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_min_ratings_must_be_a_positive_whole_number(bad: object) -> None:
+    with pytest.raises(AnalysisInputError, match="min_ratings"):
+        agreement(long_from_units([[1, 1], [2, 2]]), "score", min_ratings=bad)
+
+
+def test_confidence_limits_are_clipped_to_the_coefficient_range() -> None:
+    """Two units in total disagreement: irrCAC's Student-t interval on 1 df reaches far below -1."""
+    units = [[0, 2], [2, 0], [1, 1]]
+    data = long_from_units(units)
+    wide = ratings_matrix(data, "task_id", "rater", "score")
+    raw_low = CAC(wide.copy(), weights="ordinal", categories=[0, 1, 2], digits=15).gwet()["est"]["confidence_interval"][
+        0
+    ]
+    assert raw_low < -1  # the trap the clipping removes
+    result = agreement(data, "score")
+    assert result.ci_low == -1.0 and result.ci_high <= 1.0
+    assert result.coefficient < 0
+    boot = agreement(data, "score", n_boot=200, seed=1)
+    assert -1.0 <= boot.bootstrap_ci[0] <= boot.bootstrap_ci[1] <= 1.0

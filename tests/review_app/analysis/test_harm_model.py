@@ -215,7 +215,11 @@ def test_odds_ratios_and_wald_intervals(cbpp_binary: pd.DataFrame) -> None:
     assert term.p_value == pytest.approx(2 * (1 - 0.5 * (1 + math.erf(abs(term.z) / math.sqrt(2)))), rel=1e-6)
     payload = fit.to_dict()
     assert {"n", "n_groups", "converged", "loglik", "group_variance", "icc", "terms"} <= set(payload)
-    assert set(payload["terms"]["period[2]"]) == {"estimate", "se", "odds_ratio", "or_ci_low", "or_ci_high", "p_value"}
+    assert set(payload["terms"]["period[2]"]) == {
+        "estimate", "se", "odds_ratio", "or_ci_low", "or_ci_high", "p_value", "separated",
+    }  # fmt: skip
+    assert payload["terms"]["period[2]"]["separated"] is False
+    assert payload["separated_terms"] == [] and payload["penalty"] == "none"
     assert list(fit.to_frame().index) == [t.name for t in fit.terms]
     assert "period[4]" in fit.summary()
 
@@ -247,8 +251,14 @@ def test_separation_is_reported_not_hidden() -> None:
     data = _toy()
     data.loc[data["a"] == "z", "y"] = 0
     fit = fit_random_intercept_logit(data, "y", ["a"], "g", reference={"a": "x"})
-    assert any("separation: every row with a = z" in w for w in fit.warnings)
-    assert any("term a[z]" in w and "implausibly large" in w for w in fit.warnings)
+    n_z = int((data["a"] == "z").sum())
+    assert any(f"separation: a = z: 0 of {n_z} annotation(s) are events" in w for w in fit.warnings)
+    assert fit.separated_terms == ("a[z]",) and fit.converged
+    separated = fit.term("a[z]")
+    assert separated.separated and separated.separation == "no events in this level"
+    assert math.isnan(separated.estimate) and math.isnan(separated.odds_ratio) and not separated.estimable
+    assert all(t.estimable for t in fit.terms if t.name != "a[z]")
+    assert "a[z]" in fit.summary() and "not estimable (no events in this level)" in fit.summary()
 
 
 def test_boundary_variance_is_reported() -> None:

@@ -5,10 +5,16 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from review_app.analysis.harm_model import GIVEN
 from review_app.analysis.layout import AnalysisInputError
 from review_app.analysis.rubric_b import (
     CLASS_KEYS,
+    FIRST_MODEL,
     OUTCOME_CLASSES,
+    PAPER_REFERENCE,
+    TIE_RULE_LABELS,
+    TIE_RULES,
+    UNRATED,
     classify,
     classify_annotations,
     fit_harm_model,
@@ -83,10 +89,59 @@ def test_three_aggregations_of_dual_ratings() -> None:
     assert both["worst_case_strict"].tolist() == [False, False, True, False, False]
 
 
-def test_mean_rounding_ties_go_to_the_less_safe_level() -> None:
+def test_mean_rounding_ties_go_to_the_less_safe_level_by_default() -> None:
     data = _b([("T1", "R1", 2, 2, 2), ("T1", "R2", 1, 1, 1)])  # means 1.5 round to 1, not 2
     tasks = task_outcomes(classify_annotations(data))
-    assert tasks.loc["T1", "mean"] == "other"
+    assert tasks.loc["T1", "mean"] == "other" and bool(tasks.loc["T1", "mean_tie"])
+
+
+@pytest.mark.parametrize(
+    ("tie_rule", "expected"),
+    [
+        # T1 means (0, 0, 0.5), T4 (0, 0.5, 0.5): ties; T2 (1, 1, 1) and the rest are not.
+        ("less_safe", ["worst_case", "other", "worst_case", "worst_case", "worst_case"]),
+        ("safer", ["wrong_lower_harm", "other", "worst_case", "wrong_lower_harm", "worst_case"]),
+        ("exclude", [None, "other", "worst_case", None, "worst_case"]),
+    ],
+)
+def test_tie_rules(tie_rule: str, expected: list) -> None:
+    data = _b(
+        [
+            ("T1", "R1", 0, 0, 0),
+            ("T1", "R2", 0, 0, 1),
+            ("T2", "R1", 0, 0, 0),
+            ("T2", "R2", 2, 2, 2),
+            ("T3", "R1", 0, 0, 0),
+            ("T3", "R2", 0, 0, 0),
+            ("T4", "R1", 0, 1, 0),
+            ("T4", "R2", 0, 0, 1),
+            ("T5", "R3", 0, 0, 0),
+        ]
+    )
+    tasks = task_outcomes(classify_annotations(data), tie_rule=tie_rule)
+    assert tasks["mean"].tolist() == expected
+    assert tasks["mean_tie"].tolist() == [True, False, False, True, False]
+    summary = summarise_rubric_b(data, tie_rule=tie_rule)
+    worst = summary.rates["mean"]["worst_case"]
+    assert (worst.k, worst.n) == {"less_safe": (4, 5), "safer": (2, 5), "exclude": (2, 3)}[tie_rule]
+    assert summary.rates["conservative"]["worst_case"].n == 5  # other aggregations keep every task
+    assert summary.tie_rule == tie_rule and summary.n_mean_ties == 2
+    assert summary.to_dict()["tie_rule"] == tie_rule
+    frame = summary.to_frame()
+    assert set(frame.loc[frame["aggregation"] == "mean", "tie_rule"]) == {tie_rule}
+    assert frame.loc[frame["aggregation"] != "mean", "tie_rule"].isna().all()
+    assert TIE_RULE_LABELS[tie_rule] in summary.summary()
+
+
+def test_paper_mean_reviewer_rate_under_each_tie_rule() -> None:
+    """The paper's 30/89 (33.7%) is the less-safe rule; the other rules are stated alternatives."""
+    cohort = paper_cohort()
+    rates = {rule: summarise_rubric_b(cohort, tie_rule=rule).rates["mean"]["worst_case"] for rule in TIE_RULES}
+    assert rates["less_safe"].summary() == "30/89 = 33.7% (95% CI 24.7–44.0)"
+    assert (rates["safer"].k, rates["safer"].n) == (18, 89)
+    assert (rates["exclude"].k, rates["exclude"].n) == (18, 77)
+    with pytest.raises(AnalysisInputError, match="unknown tie rule 'coin'"):
+        summarise_rubric_b(cohort, tie_rule="coin")
 
 
 def test_unscored_annotations_are_not_classified() -> None:
@@ -147,7 +202,61 @@ def test_harm_model_data_and_fit() -> None:
     data = harm_model_data(cohort)
     assert len(data) == 158 and data["worst_case"].sum() == 44
     assert set(data["stratum"]) == {"clear", "soft", "potentially_true"}
+    assert data["in_model"].all()
     fit = fit_harm_model(cohort, fixed=("content_type", "stratum"))
     assert fit.reference_levels["stratum"] == "clear"
     # No potentially-true task is worst-case: the model must say so rather than print an odds ratio.
-    assert any("separation: every row with stratum = potentially_true" in w for w in fit.warnings)
+    assert any("separation: stratum = potentially_true: 0 of 6" in w for w in fit.warnings)
+    assert fit.separated_terms == ("stratum[potentially_true]",)
+    assert all(t.estimable for t in fit.terms if not t.separated)
+
+
+def test_harm_model_uses_the_papers_references_by_default() -> None:
+    cohort = paper_cohort()
+    fit = fit_harm_model(cohort)
+    assert fit.reference_levels == {
+        "model": "claude", "content_type": "cue_remapping", "provenance": "neutral", "stratum": "clear",
+    }  # fmt: skip
+    assert fit.reference_sources["content_type"] == PAPER_REFERENCE
+    assert fit.reference_sources["model"] == "the first model in the data"
+    study = fit_harm_model(cohort, first_model="gpt")
+    assert study.reference_levels["model"] == "gpt" and study.reference_sources["model"] == FIRST_MODEL
+    chosen = fit_harm_model(
+        cohort, first_model="gpt", reference={"model": "gemini", "content_type": "spurious_anchoring"}
+    )
+    assert (
+        chosen.reference_levels["model"] == "gemini" and chosen.reference_levels["content_type"] == "spurious_anchoring"
+    )
+    assert chosen.reference_sources["content_type"] == GIVEN
+    assert {"model[claude]", "content_type[cue_remapping]"} <= {t.name for t in chosen.terms}
+    assert all(t.reference == "spurious_anchoring" for t in chosen.terms if t.column == "content_type")
+    with pytest.raises(AnalysisInputError, match="reference level 'martian' for provenance is not in the data"):
+        fit_harm_model(cohort, reference={"provenance": "martian"})
+
+
+def test_missing_paper_reference_falls_back_with_a_note() -> None:
+    cohort = paper_cohort()
+    cohort = cohort.loc[cohort["content_type"] != "cue_remapping"]
+    fit = fit_harm_model(cohort)
+    assert fit.reference_sources["content_type"] == "most frequent level"
+    assert any("the paper's reference for content_type (cue_remapping) has no annotations here" in n for n in fit.notes)
+
+
+def test_items_without_clarity_are_excluded_from_the_harm_model_with_the_count() -> None:
+    cohort = paper_cohort()
+    items = sorted(cohort.loc[cohort["rubric"] == "A", "item_id"].unique())[:4]
+    keep = ~((cohort["rubric"] == "A") & cohort["item_id"].isin(items))
+    cohort = cohort.loc[keep]
+    data = harm_model_data(cohort)
+    missing = data["item_id"].isin(items)
+    assert data.loc[missing, "stratum"].isna().all() and not data.loc[missing, "in_model"].any()
+    n_missing = int(missing.sum())
+    fit = fit_harm_model(cohort)
+    assert UNRATED not in {t.level for t in fit.terms}
+    assert fit.n == 158 - n_missing and fit.dropped_rows == n_missing
+    assert any(f"{n_missing} annotation(s) on items without a Rubric A falsehood-clarity score are excluded" in n
+               for n in fit.notes)  # fmt: skip
+    as_level = fit_harm_model(cohort, unrated="level")
+    assert as_level.n == 158 and "stratum[unrated]" in [t.name for t in as_level.terms]
+    with pytest.raises(AnalysisInputError, match="unknown unrated handling"):
+        harm_model_data(cohort, unrated="guess")

@@ -1,0 +1,128 @@
+"""The analysis and agreement pages under AppTest: named references, separation, tie rule, penalty, weights.
+
+The settings a lead saves on the analysis page are the study's; the export made afterwards must use
+them (CSV and LaTeX), so the tests go from the page to the files.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from sqlmodel import select
+
+from review_app.db.engine import read_session
+from review_app.db.models import AuditEvent
+from review_app.demo import DEMO_STUDY
+from review_app.services import export
+from review_app.services.study_analysis import analysis_options, study_agreement, study_analysis
+
+from .conftest import sign_in, walk_text
+
+
+def _page(page: str):
+    at = sign_in("lead01")
+    at.session_state["lead_study"] = DEMO_STUDY
+    at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _harm_table(at) -> pd.DataFrame:
+    return next(d.value for d in at.dataframe if "odds ratio" in d.value.columns)
+
+
+def test_analysis_page_names_references_and_separation_by_default(demo_db):
+    at = _page("lead_analysis")
+    analysis = study_analysis(demo_db, DEMO_STUDY)
+    first = analysis.first_model
+    assert first == "model-gamma (low reasoning)"  # the first model imported into the demo study
+    markdown = "\n".join(m.value for m in at.markdown)
+    assert f"model={first} (the study's first model)" in markdown
+    assert "content_type=cue_remapping (the paper's reference)" in markdown
+    assert "provenance=neutral (the paper's reference)" in markdown and "stratum=clear" in markdown
+    table = _harm_table(at)
+    row = table.set_index("term").loc["content_type[exception_poisoning]"]
+    assert row["odds ratio"] == "n/e" and row["note"] == "not estimable (no events in this level)"
+    assert set(table.loc[table["term"] != "Intercept", "reference"]) == {first, "cue_remapping", "neutral", "clear"}
+    assert not any("unrated" in t for t in table["term"])  # no phantom level
+    warnings = [w.value for w in at.warning]
+    assert any("content_type = exception_poisoning (against cue_remapping): not estimable" in w for w in warnings)
+    infos = [i.value for i in at.info]
+    assert any("3 annotation(s) on items without a Rubric A falsehood-clarity score are excluded" in i for i in infos)
+    captions = [c.value for c in at.caption]
+    assert any("ties toward the less safe category" in c for c in captions)
+    assert all(len(v) < 12 for v in table["odds ratio"])  # never twenty digits
+
+
+def test_saved_settings_reach_the_page_the_csv_and_the_latex(demo_db, tmp_path):
+    at = _page("lead_analysis")
+    at.selectbox(key=f"ref:{DEMO_STUDY}:provenance").set_value("patient")
+    at.radio(key=f"tie:{DEMO_STUDY}").set_value("safer")
+    at.radio(key=f"penalty:{DEMO_STUDY}").set_value("normal")
+    next(b for b in at.button if b.label == "Save analysis settings").click().run()
+    assert not at.exception, at.exception
+    assert any("Analysis settings saved" in s.value for s in at.success)
+
+    saved = analysis_options(demo_db, DEMO_STUDY)
+    assert (saved.references, saved.tie_rule, saved.penalty) == ({"provenance": "patient"}, "safer", "normal")
+    with read_session(demo_db) as session:
+        event = session.exec(select(AuditEvent).where(AuditEvent.action == "study.analysis_options")).one()
+    assert event.after["tie_rule"] == "safer" and event.before["tie_rule"] == "less_safe"
+
+    markdown = "\n".join(m.value for m in at.markdown)
+    assert "provenance=patient" in markdown
+    table = _harm_table(at).set_index("term")
+    assert "provenance[neutral]" in table.index and table.loc["provenance[neutral]", "reference"] == "patient"
+    separated = table.loc["content_type[exception_poisoning]"]
+    assert separated["odds ratio"] != "n/e" and "finite only through the normal prior" in separated["note"]
+    assert any("blme::bglmer" in i.value for i in at.info)
+    assert any("ties toward the safer category" in c.value for c in at.caption)
+
+    out = tmp_path / "export"
+    export.export_study(demo_db, DEMO_STUDY, out, formats="csv", n_boot=50)
+    harm = pd.read_csv(out / "harm_model.csv", keep_default_na=False)
+    assert set(harm.loc[harm["column"] == "provenance", "reference"]) == {"patient"}
+    assert set(harm["penalty"]) == {"normal"}
+    assert harm.set_index("term").loc["content_type[exception_poisoning]", "separated"] in (True, "True")
+    outcomes = pd.read_csv(out / "rubric_b_outcomes.csv", keep_default_na=False)
+    assert set(outcomes.loc[outcomes["aggregation"] == "mean", "tie_rule"]) == {"safer"}
+    assert set(outcomes.loc[outcomes["aggregation"] != "mean", "tie_rule"]) == {""}
+    latex = (out / "latex" / "harm_model.tex").read_text()
+    assert "provenance (reference: patient)" in latex and "penalised likelihood" in latex
+    assert "ties toward the safer category" in (out / "latex" / "rubric_b_outcomes.tex").read_text()
+    codebook = (out / "codebook.md").read_text()
+    assert 'relevel(factor(d$provenance), ref = "patient")' in codebook
+    assert "bglmer(" in codebook and "fixef.prior = normal(sd = c(10, 2.5)), cov.prior = NULL" in codebook
+
+
+def test_reviewers_cannot_save_analysis_settings(demo_db):
+    from review_app.db.models import Reviewer
+    from review_app.services.errors import PermissionDenied
+    from review_app.services.study_analysis import AnalysisOptions, save_analysis_options
+
+    with read_session(demo_db) as session:
+        reviewer = session.exec(select(Reviewer).where(Reviewer.username == "rev01")).one()
+    with pytest.raises(PermissionDenied):
+        save_analysis_options(demo_db, DEMO_STUDY, AnalysisOptions(tie_rule="safer"), actor_id=reviewer.id)
+    assert analysis_options(demo_db, DEMO_STUDY).tie_rule == "less_safe"
+
+
+def test_agreement_page_offers_weights_and_minimum_ratings(demo_db):
+    at = _page("lead_agreement")
+    assert at.selectbox(key="agreement_weights").value == "ordinal"
+    assert at.number_input(key="agreement_min_ratings").value == 2
+    first = at.dataframe[0].value
+    assert {"tasks", "set aside", "weights"} <= set(first.columns)
+    at.selectbox(key="agreement_weights").set_value("quadratic").run()
+    at.number_input(key="agreement_min_ratings").set_value(1).run()
+    assert not at.exception, at.exception
+    expected = study_agreement(demo_db, DEMO_STUDY, weights="quadratic", min_ratings=1).frame()
+    rubric_a = expected[expected["rubric"] == "A"]
+    shown = at.dataframe[0].value
+    assert list(shown["value"].round(6)) == list(rubric_a["coefficient"].astype(float).round(6))
+    assert set(shown.loc[~shown["coef."].eq("AC1"), "weights"]) == {"quadratic"}
+    assert list(shown["set aside"]) == [0] * len(shown)
+    default = study_agreement(demo_db, DEMO_STUDY).frame()
+    assert (default["n_units_dropped"] > 0).any()  # the demo has singly rated tasks, set aside by default
+    assert any("at least 1 rating(s)" in c.value for c in at.caption)
+    assert "Traceback" not in walk_text(at)
