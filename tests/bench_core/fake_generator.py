@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from bench_core import taxonomy
-from bench_core.schema import MCQItem
+from bench_core.medmisbench import taxonomy
+from bench_core.medmisbench.items import MCQItem
 from tests.fakes.openai_server import Received, Reply
 
 FRAMES = {p.display_name: p.id for p in taxonomy.PROVENANCES}

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import json
 
-from bench_core.conditions import Condition
-from bench_core.medmisbench_run import PreparedItem
-from bench_core.prompts.delivery import get_template
+from bench_core.medmisbench.conditions import Condition
+from bench_core.medmisbench.prompts import get_template
+from bench_core.medmisbench.run import PreparedItem
 
 UNPARSEABLE = "I am not able to decide between these options."
 

@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from bench_core.bundle_checks import (
+from bench_core.generation.checks import (
     affirmation_coverage,
     check_applicability,
     check_bundle,
     check_one_call,
     contains_phrase,
 )
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.schema import MCQItem
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.items import MCQItem
 
 ITEM = MCQItem(
     id="q1",

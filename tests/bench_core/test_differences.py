@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench_core.metrics.differences import (
+from bench_core.kernel.differences import (
     PairedCounts,
     mcnemar_exact_p,
     newcombe_difference,

@@ -14,10 +14,10 @@ from collections import Counter
 import pytest
 from typer.testing import CliRunner
 
-from bench_core.bundle_checks import check_bundle
-from bench_core.cli import app
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.datasets.sources import load_source
+from bench_core.cli.main import app
+from bench_core.generation.checks import check_bundle
+from bench_core.generation.sources import load_source
+from bench_core.medmisbench.data import load_medmisbench
 from tests.bench_core.fake_generator import FakeGenerator
 
 SECRET = "sk-generator-secret-never-written"

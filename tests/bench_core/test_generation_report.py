@@ -6,9 +6,9 @@ import json
 
 from typer.testing import CliRunner
 
-from bench_core.cli import app
-from bench_core.datasets.sources import load_source
-from bench_core.generation_report import distribution
+from bench_core.cli.main import app
+from bench_core.generation.report import distribution
+from bench_core.generation.sources import load_source
 from tests.bench_core.fake_generator import FakeGenerator
 
 

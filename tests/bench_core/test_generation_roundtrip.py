@@ -7,10 +7,10 @@ import re
 
 from typer.testing import CliRunner
 
-from bench_core.cli import app
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.datasets.sources import load_source
-from bench_core.medmisbench_run import prepare_items
+from bench_core.cli.main import app
+from bench_core.generation.sources import load_source
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.run import prepare_items
 from tests.bench_core.fake_generator import FakeGenerator
 from tests.fakes.openai_server import Reply
 

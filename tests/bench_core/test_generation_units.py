@@ -6,16 +6,16 @@ from collections import Counter
 
 import pytest
 
-from bench_core.bundle_checks import Problem
-from bench_core.generation import GenerationSettings, assign_provenances, failure_reason
-from bench_core.prompts.generation import (
+from bench_core.generation.checks import Problem
+from bench_core.generation.pipeline import GenerationSettings, assign_provenances, failure_reason
+from bench_core.generation.prompts import (
     DEFAULT_PROMPTS,
     get_prompt,
     language_instruction,
     output_schema,
     response_format,
 )
-from bench_core.schema import MCQItem
+from bench_core.medmisbench.items import MCQItem
 
 KEYS = [f"MEDMISQA/q{i}" for i in range(31)]
 

@@ -15,19 +15,19 @@ from typing import Any
 
 import pytest
 
-from bench_core.conditions import Condition
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.harness import HarnessSettings, ToolHarness, build_harness_jobs, citations
-from bench_core.medmisbench_run import EvalSettings, append_run_manifest, prepare_items, read_run_data, write_items
-from bench_core.prompts.delivery import get_template
-from bench_core.providers import make_chat_model
-from bench_core.providers.openai_compat import OpenAICompatModel
-from bench_core.runner import RetryPolicy, Runner
-from bench_core.search.base import Page, SearchHit
-from bench_core.search.local import LocalSearch
-from bench_core.search.web import JinaReader, SerperSearch, WebSearch
-from bench_core.store import ResultStore
-from bench_core.targets import DEFAULT_SEED
+from bench_core.kernel.providers import make_chat_model
+from bench_core.kernel.providers.openai_compat import OpenAICompatModel
+from bench_core.kernel.runner import RetryPolicy, Runner
+from bench_core.kernel.store import ResultStore
+from bench_core.medmisbench.conditions import Condition
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.prompts import get_template
+from bench_core.medmisbench.run import EvalSettings, append_run_manifest, prepare_items, read_run_data, write_items
+from bench_core.medmisbench.targets import DEFAULT_SEED
+from bench_core.mitigation.harness import HarnessSettings, ToolHarness, build_harness_jobs, citations
+from bench_core.mitigation.search.base import Page, SearchHit
+from bench_core.mitigation.search.local import LocalSearch
+from bench_core.mitigation.search.web import JinaReader, SerperSearch, WebSearch
 from tests.bench_core.harness_agent import CORPUS_DIR, ITEMS_DIR, answer
 from tests.fakes.openai_server import Received, Reply
 from tests.fakes.search_server import FakeSearchServer, Fault
@@ -163,7 +163,7 @@ def test_a_model_that_keeps_calling_tools_is_stopped_at_the_cap(fake_openai, tmp
 
 
 def settings_prompt_final(n: int) -> str:
-    from bench_core.prompts.harness import SEARCH_V1
+    from bench_core.mitigation.prompts import SEARCH_V1
 
     return SEARCH_V1.final_instruction(max_tool_calls=n)
 
@@ -428,7 +428,7 @@ def test_citations_are_read_from_the_last_json_object():
 
 
 def test_settings_are_validated_and_the_config_hash_covers_the_experiment():
-    from bench_core.harness import harness_config_hash
+    from bench_core.mitigation.harness import harness_config_hash
 
     with pytest.raises(ValueError, match="max_tool_calls must be at least 1"):
         HarnessSettings(max_tool_calls=0)

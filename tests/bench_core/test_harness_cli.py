@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench_core.cli import app
-from bench_core.conditions import Condition
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.medmisbench_run import prepare_items
-from bench_core.prompts.delivery import get_template
+from bench_core.cli.main import app
+from bench_core.medmisbench.conditions import Condition
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.prompts import get_template
+from bench_core.medmisbench.run import prepare_items
 from tests.bench_core.harness_agent import CORPUS_DIR, ITEMS_DIR, TOP_DOCUMENT, EvidenceAgent
 from tests.bench_core.interrupt import interrupt_cli, run_cli
 

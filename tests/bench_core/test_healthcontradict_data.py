@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench_core.datasets import DatasetError
-from bench_core.datasets.healthcontradict import (
+from bench_core.healthcontradict.data import (
     HCDocument,
     build_instances,
     load_documents,
@@ -21,6 +20,7 @@ from bench_core.datasets.healthcontradict import (
     load_queries,
     pair_documents,
 )
+from bench_core.kernel.errors import DatasetError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "healthcontradict"
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench_core.cli import app
-from bench_core.datasets.healthcontradict import HCInstance
-from bench_core.prompts.healthcontradict import TEMPLATE_ORDER, get_template_set
+from bench_core.cli.main import app
+from bench_core.healthcontradict.data import HCInstance
+from bench_core.healthcontradict.prompts import TEMPLATE_ORDER, get_template_set
 from tests.fakes.openai_server import Reply, ScriptedPolicy
 
 TEMPLATES = get_template_set()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench_core.datasets.healthcontradict import HCInstance, load_queries
-from bench_core.prompts.healthcontradict import DEFAULT_TEMPLATE_SET, get_template_set, parse_templates
+from bench_core.healthcontradict.data import HCInstance, load_queries
+from bench_core.healthcontradict.prompts import DEFAULT_TEMPLATE_SET, get_template_set, parse_templates
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "healthcontradict"
 TEMPLATES = get_template_set(DEFAULT_TEMPLATE_SET)

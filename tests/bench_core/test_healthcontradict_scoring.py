@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench_core.healthcontradict_scoring import extract_yes_no, label_probability, predict, token_label
+from bench_core.healthcontradict.scoring import extract_yes_no, label_probability, predict, token_label
 
 
 def lp(token: str, p: float) -> dict:
@@ -84,7 +84,7 @@ def test_local_model_decides_by_the_label_softmax_api_by_its_words():
 
 
 def test_openai_compatible_responses_carry_their_logprobs():
-    from bench_core.providers.openai_compat import parse_completion
+    from bench_core.kernel.providers.openai_compat import parse_completion
 
     entry = {"token": "Yes", "logprob": -0.1, "top_logprobs": [{"token": "Yes", "logprob": -0.1}]}
     with_logprobs = {"choices": [{"message": {"content": "Yes"}, "logprobs": {"content": [entry]}}]}

@@ -14,13 +14,13 @@ pytest.importorskip("transformers", reason="the 'hf' extra (torch + transformers
 
 from typer.testing import CliRunner  # noqa: E402
 
-from bench_core.cli import app  # noqa: E402
-from bench_core.datasets.healthcontradict import HCInstance  # noqa: E402
-from bench_core.healthcontradict_run import TokenizerCounter, fit_prompt  # noqa: E402
-from bench_core.healthcontradict_scoring import predict  # noqa: E402
-from bench_core.prompts.healthcontradict import get_template_set  # noqa: E402
-from bench_core.providers.base import ChatRequest, ProviderError  # noqa: E402
-from bench_core.providers.hf_logits import HFLogitModel, find_label_tokens  # noqa: E402
+from bench_core.cli.main import app  # noqa: E402
+from bench_core.healthcontradict.data import HCInstance  # noqa: E402
+from bench_core.healthcontradict.hf_logits import HFLogitModel, find_label_tokens  # noqa: E402
+from bench_core.healthcontradict.prompts import get_template_set  # noqa: E402
+from bench_core.healthcontradict.run import TokenizerCounter, fit_prompt  # noqa: E402
+from bench_core.healthcontradict.scoring import predict  # noqa: E402
+from bench_core.kernel.providers.base import ChatRequest, ProviderError  # noqa: E402
 from tests.bench_core.tiny_lm import build_tiny_lm  # noqa: E402
 
 TEMPLATES = get_template_set()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench_core.judging import parse_judge_output
-from bench_core.prompts.retracted import RUBRIC_LINES
+from bench_core.trojan.judging import parse_judge_output
+from bench_core.trojan.prompts import RUBRIC_LINES
 
 READABLE = [
     pytest.param(

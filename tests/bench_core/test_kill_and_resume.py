@@ -10,9 +10,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bench_core.cli import app
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.medmisbench_run import prepare_items
+from bench_core.cli.main import app
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.run import prepare_items
 from tests.bench_core.interrupt import interrupt_cli, run_cli
 from tests.bench_core.scenario import prompts
 from tests.fakes.openai_server import Reply

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from bench_core import latex
-from bench_core.latex import Latex, escape
+from bench_core.kernel import latex
+from bench_core.kernel.latex import Latex, escape
 
 # CI sets MEDREV_REQUIRE_LATEX=1 (.ci/run installs texlive), so a missing pdflatex fails there instead of skipping.
 needs_pdflatex = pytest.mark.skipif(

@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 from typer.testing import CliRunner
 
-from bench_core.cli import app
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.medmisbench_run import prepare_items, read_run
+from bench_core.cli.main import app
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.run import prepare_items, read_run
 from tests.bench_core.scenario import answer_book, prompts
 from tests.fakes.openai_server import Reply, ScriptedPolicy
 

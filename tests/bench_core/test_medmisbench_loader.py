@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from bench_core.datasets import DatasetError
-from bench_core.datasets.medmisbench import load_medmisbench, split_embedded_options
-from bench_core.targets import draw_type1_target
+from bench_core.kernel.errors import DatasetError
+from bench_core.medmisbench.data import load_medmisbench, split_embedded_options
+from bench_core.medmisbench.targets import draw_type1_target
 
 
 def test_sample_loads_every_row(sample_dir):

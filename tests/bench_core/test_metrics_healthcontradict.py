@@ -32,9 +32,9 @@ import pytest
 from scipy.stats import chi2
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
-from bench_core.datasets.healthcontradict import HCInstance
-from bench_core.healthcontradict_run import HCPrediction, HCRunData
-from bench_core.metrics.healthcontradict import density, healthcontradict_report, macro_f1, mcnemar, model_metrics
+from bench_core.healthcontradict.data import HCInstance
+from bench_core.healthcontradict.metrics import density, healthcontradict_report, macro_f1, mcnemar, model_metrics
+from bench_core.healthcontradict.run import HCPrediction, HCRunData
 
 GOLD = ["yes", "yes", "no", "no", "no", "no", "no", "no"]
 TOPIC = [1, 1, 2, 2, 3, 3, 4, 4]

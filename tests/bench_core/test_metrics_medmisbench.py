@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench_core.medmisbench_run import PreparedItem, ResponseRecord, RunData, prepare_items
-from bench_core.metrics.medmisbench import medmisbench_report
-from bench_core.metrics.proportions import Proportion, wilson_interval
-from bench_core.schema import InjectionBundle, MCQItem
+from bench_core.kernel.stats import Proportion, wilson_interval
+from bench_core.medmisbench.items import InjectionBundle, MCQItem
+from bench_core.medmisbench.metrics import medmisbench_report
+from bench_core.medmisbench.run import PreparedItem, ResponseRecord, RunData, prepare_items
 
 
 def _item(item_id, subset, provenance, content, *, sentences=True):

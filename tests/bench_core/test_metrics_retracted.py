@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_core.metrics.retracted import METRIC_KEYS, metrics_from_counts, metrics_from_labels
+from bench_core.trojan.metrics import METRIC_KEYS, metrics_from_counts, metrics_from_labels
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "trojan" / "seed_results_table.md"
 

@@ -1,6 +1,6 @@
 import pytest
 
-from bench_core.parsing import extract_answer, normalise_label
+from bench_core.medmisbench.answers import extract_answer, normalise_label
 
 OPTIONS = {"A": "Mitral regurgitation", "B": "Aortic stenosis", "C": "Hypertrophic cardiomyopathy", "D": "VSD"}
 

@@ -1,9 +1,9 @@
 import pytest
 
-from bench_core.conditions import Condition, context_sentences, parse_conditions
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.medmisbench_run import prepare_items
-from bench_core.prompts.delivery import DEFAULT_TEMPLATE_ID, get_template
+from bench_core.medmisbench.conditions import Condition, context_sentences, parse_conditions
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.prompts import DEFAULT_TEMPLATE_ID, get_template
+from bench_core.medmisbench.run import prepare_items
 
 
 @pytest.fixture

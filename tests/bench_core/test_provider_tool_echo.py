@@ -5,10 +5,10 @@ from __future__ import annotations
 import base64
 from types import SimpleNamespace
 
-from bench_core.providers.anthropic import AnthropicModel, parse_message
-from bench_core.providers.base import ChatRequest
-from bench_core.providers.google import GoogleModel, parse_response
-from bench_core.providers.openai_compat import parse_completion
+from bench_core.kernel.providers.anthropic import AnthropicModel, parse_message
+from bench_core.kernel.providers.base import ChatRequest
+from bench_core.kernel.providers.google import GoogleModel, parse_response
+from bench_core.kernel.providers.openai_compat import parse_completion
 
 TWO_CALLS = (
     {"role": "user", "content": "Q?"},

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench_core.providers import make_chat_model
-from bench_core.providers.anthropic import AnthropicModel, parse_message
-from bench_core.providers.base import ChatRequest, ProviderError, parse_retry_after, public_endpoint
-from bench_core.providers.google import GoogleModel, parse_response
-from bench_core.providers.openai_compat import OpenAICompatModel, parse_completion
+from bench_core.kernel.providers import make_chat_model
+from bench_core.kernel.providers.anthropic import AnthropicModel, parse_message
+from bench_core.kernel.providers.base import ChatRequest, ProviderError, parse_retry_after, public_endpoint
+from bench_core.kernel.providers.google import GoogleModel, parse_response
+from bench_core.kernel.providers.openai_compat import OpenAICompatModel, parse_completion
 from tests.fakes.openai_server import Reply
 
 TOOL = {"type": "function", "function": {"name": "lookup", "description": "Look up", "parameters": {"type": "object"}}}

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.datasets.release_export import release_row, write_release
-from bench_core.schema import InjectionBundle, MCQItem
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.items import InjectionBundle, MCQItem
+from bench_core.medmisbench.release import release_row, write_release
 
 
 def _item(item_id, subset, labels, **bundle):

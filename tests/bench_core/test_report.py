@@ -9,8 +9,15 @@ import shutil
 import pytest
 from rich.console import Console
 
-from bench_core.metrics.medmisbench import medmisbench_report
-from bench_core.report import build_figures, latex_escape, latex_tables, metric_rows, print_report, write_report
+from bench_core.medmisbench.metrics import medmisbench_report
+from bench_core.medmisbench.report import (
+    build_figures,
+    latex_escape,
+    latex_tables,
+    metric_rows,
+    print_report,
+    write_report,
+)
 from tests.bench_core.test_metrics_medmisbench import _run_data
 
 SPEC_CONDITION_KEYS = {

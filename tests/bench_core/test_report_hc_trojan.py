@@ -12,14 +12,14 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from bench_core import report_healthcontradict as hc
-from bench_core import report_trojan as tj
-from bench_core.cli import app
-from bench_core.datasets.healthcontradict import HCInstance
-from bench_core.healthcontradict_run import HCRunData
-from bench_core.metrics.healthcontradict import healthcontradict_report
-from bench_core.metrics.retracted import trojan_report
-from bench_core.trojan_run import TrojanRunData, TrojanTrace
+from bench_core.cli.main import app
+from bench_core.healthcontradict import report as hc
+from bench_core.healthcontradict.data import HCInstance
+from bench_core.healthcontradict.metrics import healthcontradict_report
+from bench_core.healthcontradict.run import HCRunData
+from bench_core.trojan import report as tj
+from bench_core.trojan.metrics import trojan_report
+from bench_core.trojan.run import TrojanRunData, TrojanTrace
 from tests.bench_core.test_metrics_healthcontradict import GOLD, TOPIC, _predictions
 
 TROJAN_SAMPLE = Path(__file__).resolve().parents[1] / "data" / "trojan" / "standardized_analysis_sample.json"

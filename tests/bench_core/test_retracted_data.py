@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench_core.cli import app
-from bench_core.datasets import DatasetError
-from bench_core.datasets.retracted import load_retracted, normalize_records, normalized_dataset, parse_isimpact
+from bench_core.cli.main import app
+from bench_core.kernel.errors import DatasetError
+from bench_core.trojan.data import load_retracted, normalize_records, normalized_dataset, parse_isimpact
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "trojan" / "standardized_analysis_sample.json"
 

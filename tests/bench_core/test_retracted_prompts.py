@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench_core.prompts.retracted import DEFAULT_PROMPTS, get_prompts
+from bench_core.trojan.prompts import DEFAULT_PROMPTS, get_prompts
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "trojan" / "seed_skill_prompts.py.txt"
 

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from bench_core.providers.base import ChatRequest
-from bench_core.providers.openai_compat import OpenAICompatModel
-from bench_core.runner import Job, RetryPolicy, Runner
-from bench_core.store import FAILED, OK, ResultKey, ResultStore
+from bench_core.kernel.providers.base import ChatRequest
+from bench_core.kernel.providers.openai_compat import OpenAICompatModel
+from bench_core.kernel.runner import Job, RetryPolicy, Runner
+from bench_core.kernel.store import FAILED, OK, ResultKey, ResultStore
 from tests.fakes.openai_server import Reply
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.05, max_total=10)

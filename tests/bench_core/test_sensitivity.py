@@ -9,12 +9,12 @@ from collections import Counter
 import pytest
 from typer.testing import CliRunner
 
-from bench_core import taxonomy
-from bench_core.cli import app
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.datasets.release_export import write_release
-from bench_core.schema import InjectionBundle, MCQItem
-from bench_core.sensitivity import CYCLES, SensitivityError, allocate, parse_quotas, stratified_subset
+from bench_core.cli.main import app
+from bench_core.generation.sensitivity import CYCLES, SensitivityError, allocate, parse_quotas, stratified_subset
+from bench_core.medmisbench import taxonomy
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.items import InjectionBundle, MCQItem
+from bench_core.medmisbench.release import write_release
 from tests.bench_core.fake_generator import OPENERS, FakeGenerator
 from tests.fakes.openai_server import Reply
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from bench_core.datasets import DatasetError
-from bench_core.datasets.sources import extract_options, load_source
+from bench_core.generation.sources import extract_options, load_source
+from bench_core.kernel.errors import DatasetError
 
 
 def _jsonl(path, rows):

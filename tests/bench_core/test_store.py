@@ -1,6 +1,6 @@
 import json
 
-from bench_core.store import FAILED, OK, ResultKey, ResultStore
+from bench_core.kernel.store import FAILED, OK, ResultKey, ResultStore
 
 
 def _record(item, status):

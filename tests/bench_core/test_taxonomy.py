@@ -1,6 +1,6 @@
 import pytest
 
-from bench_core import taxonomy
+from bench_core.medmisbench import taxonomy
 
 
 @pytest.mark.parametrize(

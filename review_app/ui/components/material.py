@@ -13,7 +13,7 @@ import html
 
 import streamlit as st
 
-from bench_core import taxonomy
+from bench_core.medmisbench import taxonomy
 from review_app.services.reviewing import TaskMaterial
 
 STYLE = """

@@ -9,9 +9,9 @@ import sqlite3
 
 import pytest
 
-from bench_core.search import SearchError, make_backend
-from bench_core.search.documents import DocumentError
-from bench_core.search.local import LocalSearch, scan_folder
+from bench_core.mitigation.search import SearchError, make_backend
+from bench_core.mitigation.search.documents import DocumentError
+from bench_core.mitigation.search.local import LocalSearch, scan_folder
 from tests.bench_core.harness_agent import CORPUS_DIR
 
 QUERIES = [

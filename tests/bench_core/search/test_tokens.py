@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench_core.search.tokens import count_tokens, truncate_tokens
+from bench_core.mitigation.search.tokens import count_tokens, truncate_tokens
 
 
 def test_counting_rule():

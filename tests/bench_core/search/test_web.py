@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from bench_core.runner import RetryPolicy
-from bench_core.search import SearchError, make_backend
-from bench_core.search.web import JinaReader, SerperSearch, WebSearch
+from bench_core.kernel.runner import RetryPolicy
+from bench_core.mitigation.search import SearchError, make_backend
+from bench_core.mitigation.search.web import JinaReader, SerperSearch, WebSearch
 from tests.fakes.search_server import FakeSearchServer, Fault
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05, max_total=5)

@@ -1,0 +1,42 @@
+"""What the ``bench run`` commands share: error exit, stderr console, and running a run to completion or Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from bench_core.kernel.store import ResultStore
+
+err = Console(stderr=True)
+T = TypeVar("T")
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print an error naming what is wrong and exit (2: bad input)."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    raise typer.Exit(code)
+
+
+def run_to_end(main: Callable[[], Awaitable[T]], store: ResultStore, models: Sequence[Any]) -> T:
+    """Run ``main`` on a new event loop; on Ctrl-C close the store, say how to resume and exit 130."""
+
+    async def wrapped() -> T:
+        try:
+            return await main()
+        finally:
+            for model in models:
+                await model.aclose()
+
+    try:
+        return asyncio.run(wrapped())
+    except KeyboardInterrupt:
+        store.close()
+        err.print(
+            f"[yellow]interrupted:[/] finished calls are saved in {store.path}; "
+            "run the same command again to resume (no finished call is repeated)."
+        )
+        raise typer.Exit(130) from None

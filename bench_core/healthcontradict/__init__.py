@@ -1,0 +1,1 @@
+"""HealthContradict (knowledge conflicts): yes/no health questions under no, correct, incorrect or mixed documents."""

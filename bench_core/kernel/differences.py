@@ -1,0 +1,91 @@
+"""Differences between two proportions with 95% confidence intervals, paired or not.
+
+Which interval when (used by the with-tools vs without-tools comparison):
+
+* **Paired** (the same items scored twice, e.g. accuracy with and without search on identical
+  items): Newcombe's square-and-add interval for paired proportions (Newcombe 1998, Stat Med
+  17:2635, method 10). It combines the two Wilson intervals of the marginal rates (the interval
+  used for every single rate in medrev) and corrects for their correlation with the phi estimate
+  of the 2x2 table, so it stays inside [-1, 1], behaves at 0 and 1, and is narrower than an
+  unpaired interval when outcomes agree within items, which is the point of pairing.
+* **Unpaired** (rates over different denominators, e.g. each run's ASR over its own clean-correct
+  items, the definition the paper reports): Newcombe's hybrid score interval for independent
+  proportions (Newcombe 1998, Stat Med 17:873, method 10), through statsmodels. Treating the two
+  ASR populations as independent ignores their overlap; since outcomes on the same item are
+  positively correlated, this errs on the wide (conservative) side.
+
+With the paired interval goes McNemar's exact test on the discordant pairs (two-sided binomial).
+Reference values in the tests come from R's ``contingencytables`` package.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.proportion import confint_proportions_2indep
+
+from bench_core.kernel.stats import wilson_interval
+
+
+@dataclass(frozen=True)
+class PairedCounts:
+    """A paired 2x2 table: outcome 1 under A and B, only under A, only under B, under neither."""
+
+    both: int
+    first_only: int
+    second_only: int
+    neither: int
+
+    @property
+    def n(self) -> int:
+        return self.both + self.first_only + self.second_only + self.neither
+
+    @property
+    def first(self) -> int:
+        return self.both + self.first_only
+
+    @property
+    def second(self) -> int:
+        return self.both + self.second_only
+
+
+def newcombe_paired_difference(counts: PairedCounts, alpha: float = 0.05) -> tuple[float, float] | None:
+    """CI of (rate under A) - (rate under B) for paired binary outcomes; None for an empty table."""
+    n = counts.n
+    if n == 0:
+        return None
+    p1, p2 = counts.first / n, counts.second / n
+    l1, u1 = wilson_interval(counts.first, n, alpha)  # type: ignore[misc]
+    l2, u2 = wilson_interval(counts.second, n, alpha)  # type: ignore[misc]
+    row0, row1 = counts.first, counts.second_only + counts.neither
+    col0, col1 = counts.second, counts.first_only + counts.neither
+    phi = 0.0
+    if min(row0, row1, col0, col1) > 0:
+        a = counts.both * counts.neither - counts.first_only * counts.second_only
+        if a > n / 2:
+            a -= n / 2  # Newcombe's continuity correction of the phi numerator
+        elif a >= 0:
+            a = 0.0
+        phi = a / math.sqrt(row0 * row1 * col0 * col1)
+    d = p1 - p2
+    low = d - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    high = d + math.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
+    return max(-1.0, low), min(1.0, high)
+
+
+def mcnemar_exact_p(counts: PairedCounts) -> float | None:
+    """Two-sided exact McNemar p-value from the discordant pairs; None when there are none."""
+    if counts.first_only + counts.second_only == 0:
+        return None
+    table = [[counts.both, counts.first_only], [counts.second_only, counts.neither]]
+    return float(mcnemar(table, exact=True).pvalue)
+
+
+def newcombe_difference(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05) -> tuple[float, float] | None:
+    """CI of k1/n1 - k2/n2 for independent proportions (Newcombe hybrid score); None if either n is 0."""
+    if n1 <= 0 or n2 <= 0:
+        return None
+    low, high = confint_proportions_2indep(k1, n1, k2, n2, method="newcomb", compare="diff", alpha=alpha)
+    return max(-1.0, float(low)), min(1.0, float(high))

@@ -1,0 +1,1 @@
+"""MedMisBench (epistemic resilience): multiple-choice questions with option-aligned misleading context."""

@@ -1,0 +1,1 @@
+"""Retracted-paper contamination ("Trojan paper"): does a model rely on retracted medical findings."""
