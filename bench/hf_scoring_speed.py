@@ -34,7 +34,7 @@ def build_model(target: Path, hidden: int, layers: int) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from tests.bench_core.tiny_lm import build_tiny_lm
+    from tests.bench_core.healthcontradict.tiny_lm import build_tiny_lm
 
     build_tiny_lm(target)  # tokenizer (and a tiny model, replaced below)
     tokenizer_vocab = LlamaForCausalLM.from_pretrained(target).config.vocab_size

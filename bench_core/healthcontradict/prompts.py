@@ -2,7 +2,7 @@
 
 The wording is the authors' script ``scripts/a3_create_prompt.py`` in github.com/tinaboya/HealthContradict,
 which produced the released ``dataset/prompts_1.jsonl`` (every NC prompt there is this NC template,
-character for character; ``tests/bench_core/test_healthcontradict_prompts.py`` checks all 920).
+character for character; ``tests/bench_core/healthcontradict/test_prompts.py`` checks all 920).
 Paper Table 2 shows the same text in display form ("Instruction: ... Question: ... Context: ...")
 without the line breaks and the trailing "Answer:" cue, which the script has and the models saw; we
 keep the script's whitespace exactly (including the two spaces before the CC line break and the

@@ -2,7 +2,7 @@
 
 The text is the seed paper's skill section, "Step 4. Run two-stage model evaluation", reference
 prompt templates (``prompt_text`` and ``judge_prompt``), character for character; the test
-``tests/bench_core/test_retracted_prompts.py`` executes the seed's own f-strings and compares. Each
+``tests/bench_core/trojan/test_prompts.py`` executes the seed's own f-strings and compares. Each
 template is sent as a single user message with no system prompt (the seed specifies none).
 
 ``JUDGE_REASK`` is ours, not the seed's: when a judge's answer carries no readable score, the run asks

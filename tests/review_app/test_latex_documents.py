@@ -23,8 +23,8 @@ from bench_core.medmisbench.run import read_run_data
 from bench_core.mitigation.metrics import compare_runs
 from bench_core.mitigation.report import latex_tables as comparison_tables
 from review_app.services import export
-from tests.bench_core.harness_agent import CORPUS_DIR, ITEMS_DIR, EvidenceAgent
-from tests.bench_core.test_metrics_medmisbench import _run_data
+from tests.bench_core.medmisbench.test_metrics import _run_data
+from tests.bench_core.mitigation.harness_agent import CORPUS_DIR, ITEMS_DIR, EvidenceAgent
 from tests.fakes.openai_server import FakeOpenAIServer
 
 from .test_export import build_study
@@ -75,8 +75,8 @@ def _healthcontradict_and_trojan_tables() -> dict[str, str]:
     from bench_core.trojan import report as report_trojan
     from bench_core.trojan.metrics import trojan_report
     from bench_core.trojan.run import TrojanRunData
-    from tests.bench_core.test_metrics_healthcontradict import GOLD, TOPIC, _predictions
-    from tests.bench_core.test_report_hc_trojan import _trace
+    from tests.bench_core.healthcontradict.test_metrics import GOLD, TOPIC, _predictions
+    from tests.bench_core.healthcontradict.test_report import _trace
 
     instances = [
         HCInstance(instance_id=f"i{k}", topic_id=TOPIC[k], query="Q?", query_stance=GOLD[k], doc_a="a", doc_b="b")

@@ -10,7 +10,7 @@ from review_app.cli import app
 from review_app.db.engine import dispose_engines, get_engine, read_session
 from review_app.db.models import Item, ModelResponse, Study
 from review_app.services import importing, studies
-from tests.bench_core.scenario import answer_book
+from tests.bench_core.medmisbench.scenario import answer_book
 from tests.fakes.openai_server import ScriptedPolicy
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ from bench_core.cli.main import app
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.run import prepare_items
 from tests.bench_core.interrupt import interrupt_cli, run_cli
-from tests.bench_core.scenario import prompts
+from tests.bench_core.medmisbench.scenario import prompts
 from tests.fakes.openai_server import Reply
 
 CONCURRENCY = 4

@@ -8,7 +8,7 @@ import pytest
 
 from bench_core.trojan.metrics import METRIC_KEYS, metrics_from_counts, metrics_from_labels
 
-TABLE = Path(__file__).resolve().parents[1] / "data" / "trojan" / "seed_results_table.md"
+TABLE = Path(__file__).resolve().parents[2] / "data" / "trojan" / "seed_results_table.md"
 
 
 def _seed_rows() -> list[dict]:

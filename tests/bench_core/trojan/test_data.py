@@ -14,7 +14,7 @@ from bench_core.cli.main import app
 from bench_core.kernel.errors import DatasetError
 from bench_core.trojan.data import load_retracted, normalize_records, normalized_dataset, parse_isimpact
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "trojan" / "standardized_analysis_sample.json"
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "trojan" / "standardized_analysis_sample.json"
 
 
 def _record(index: int, **changes) -> dict:

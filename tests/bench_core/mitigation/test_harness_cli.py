@@ -1,6 +1,6 @@
 """End to end: ``bench run medmisbench --tools``, ``bench compare``, and a killed harness run resumed.
 
-The scripted agent and its expected answers are in ``tests/bench_core/harness_agent.py``; the
+The scripted agent and its expected answers are in ``tests/bench_core/mitigation/harness_agent.py``; the
 comparison numbers below follow from its table by hand.
 """
 
@@ -20,8 +20,8 @@ from bench_core.medmisbench.conditions import Condition
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.prompts import get_template
 from bench_core.medmisbench.run import prepare_items
-from tests.bench_core.harness_agent import CORPUS_DIR, ITEMS_DIR, TOP_DOCUMENT, EvidenceAgent
 from tests.bench_core.interrupt import interrupt_cli, run_cli
+from tests.bench_core.mitigation.harness_agent import CORPUS_DIR, ITEMS_DIR, TOP_DOCUMENT, EvidenceAgent
 
 CONDITIONS = ("clean", "type1", "type2")
 

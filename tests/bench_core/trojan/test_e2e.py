@@ -33,7 +33,7 @@ from bench_core.trojan.run import read_demo_traces, read_run, read_traces, write
 from tests.bench_core.interrupt import interrupt_cli, run_cli
 from tests.fakes.openai_server import Reply, ScriptedPolicy
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "tests" / "data" / "trojan" / "standardized_analysis_sample.json"
 RECORDS = {r.id: r for r in load_retracted(SAMPLE).records}
 PROMPTS = get_prompts()

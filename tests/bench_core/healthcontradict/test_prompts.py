@@ -10,7 +10,7 @@ import pytest
 from bench_core.healthcontradict.data import HCInstance, load_queries
 from bench_core.healthcontradict.prompts import DEFAULT_TEMPLATE_SET, get_template_set, parse_templates
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "healthcontradict"
+DATA = Path(__file__).resolve().parents[2] / "data" / "healthcontradict"
 TEMPLATES = get_template_set(DEFAULT_TEMPLATE_SET)
 
 

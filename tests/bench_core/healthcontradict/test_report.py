@@ -20,9 +20,9 @@ from bench_core.healthcontradict.run import HCRunData
 from bench_core.trojan import report as tj
 from bench_core.trojan.metrics import trojan_report
 from bench_core.trojan.run import TrojanRunData, TrojanTrace
-from tests.bench_core.test_metrics_healthcontradict import GOLD, TOPIC, _predictions
+from tests.bench_core.healthcontradict.test_metrics import GOLD, TOPIC, _predictions
 
-TROJAN_SAMPLE = Path(__file__).resolve().parents[1] / "data" / "trojan" / "standardized_analysis_sample.json"
+TROJAN_SAMPLE = Path(__file__).resolve().parents[2] / "data" / "trojan" / "standardized_analysis_sample.json"
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_png_export(trojan_report_dict, tmp_path):
 
 
 def test_bench_report_recognises_every_kind_of_run_directory(fake_openai, tmp_path, sample_dir):
-    from tests.bench_core.test_healthcontradict_e2e import _book, _instances
+    from tests.bench_core.healthcontradict.test_e2e import _book, _instances
     from tests.fakes.openai_server import Reply, ScriptedPolicy
 
     book = _book()

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from bench_core.cli.main import app
 from bench_core.generation.sources import load_source
-from tests.bench_core.fake_generator import FakeGenerator
+from tests.bench_core.generation.fake_generator import FakeGenerator
 from tests.bench_core.interrupt import interrupt_cli, run_cli
 from tests.fakes.openai_server import request_key
 

@@ -11,7 +11,7 @@ from bench_core.cli.main import app
 from bench_core.generation.sources import load_source
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.run import prepare_items
-from tests.bench_core.fake_generator import FakeGenerator
+from tests.bench_core.generation.fake_generator import FakeGenerator
 from tests.fakes.openai_server import Reply
 
 QUESTIONS = [

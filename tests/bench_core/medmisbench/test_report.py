@@ -18,7 +18,7 @@ from bench_core.medmisbench.report import (
     print_report,
     write_report,
 )
-from tests.bench_core.test_metrics_medmisbench import _run_data
+from tests.bench_core.medmisbench.test_metrics import _run_data
 
 SPEC_CONDITION_KEYS = {
     "clean": {"n", "accuracy", "accuracy_ci", "n_unparseable"},

@@ -22,7 +22,7 @@ from bench_core.healthcontradict.data import (
 )
 from bench_core.kernel.errors import DatasetError
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "healthcontradict"
+DATA = Path(__file__).resolve().parents[2] / "data" / "healthcontradict"
 
 
 def _write_docs(path: Path, rows: list[dict]) -> Path:

@@ -15,7 +15,7 @@ from bench_core.medmisbench import taxonomy
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.items import InjectionBundle, MCQItem
 from bench_core.medmisbench.release import write_release
-from tests.bench_core.fake_generator import OPENERS, FakeGenerator
+from tests.bench_core.generation.fake_generator import OPENERS, FakeGenerator
 from tests.fakes.openai_server import Reply
 
 FRAMES = taxonomy.PROVENANCE_IDS

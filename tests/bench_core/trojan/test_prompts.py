@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bench_core.trojan.prompts import DEFAULT_PROMPTS, get_prompts
 
-SEED = Path(__file__).resolve().parents[1] / "data" / "trojan" / "seed_skill_prompts.py.txt"
+SEED = Path(__file__).resolve().parents[2] / "data" / "trojan" / "seed_skill_prompts.py.txt"
 
 
 def test_prompts_are_the_seed_text():

@@ -28,7 +28,7 @@ from bench_core.mitigation.harness import HarnessSettings, ToolHarness, build_ha
 from bench_core.mitigation.search.base import Page, SearchHit
 from bench_core.mitigation.search.local import LocalSearch
 from bench_core.mitigation.search.web import JinaReader, SerperSearch, WebSearch
-from tests.bench_core.harness_agent import CORPUS_DIR, ITEMS_DIR, answer
+from tests.bench_core.mitigation.harness_agent import CORPUS_DIR, ITEMS_DIR, answer
 from tests.fakes.openai_server import Received, Reply
 from tests.fakes.search_server import FakeSearchServer, Fault
 

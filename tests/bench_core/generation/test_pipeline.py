@@ -18,7 +18,7 @@ from bench_core.cli.main import app
 from bench_core.generation.checks import check_bundle
 from bench_core.generation.sources import load_source
 from bench_core.medmisbench.data import load_medmisbench
-from tests.bench_core.fake_generator import FakeGenerator
+from tests.bench_core.generation.fake_generator import FakeGenerator
 
 SECRET = "sk-generator-secret-never-written"
 

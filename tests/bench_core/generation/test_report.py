@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from bench_core.cli.main import app
 from bench_core.generation.report import distribution
 from bench_core.generation.sources import load_source
-from tests.bench_core.fake_generator import FakeGenerator
+from tests.bench_core.generation.fake_generator import FakeGenerator
 
 
 def test_distribution_bins_and_summary():

@@ -21,7 +21,7 @@ from bench_core.healthcontradict.prompts import get_template_set  # noqa: E402
 from bench_core.healthcontradict.run import TokenizerCounter, fit_prompt  # noqa: E402
 from bench_core.healthcontradict.scoring import predict  # noqa: E402
 from bench_core.kernel.providers.base import ChatRequest, ProviderError  # noqa: E402
-from tests.bench_core.tiny_lm import build_tiny_lm  # noqa: E402
+from tests.bench_core.healthcontradict.tiny_lm import build_tiny_lm  # noqa: E402
 
 TEMPLATES = get_template_set()
 

@@ -12,7 +12,7 @@ import pytest
 from bench_core.mitigation.search import SearchError, make_backend
 from bench_core.mitigation.search.documents import DocumentError
 from bench_core.mitigation.search.local import LocalSearch, scan_folder
-from tests.bench_core.harness_agent import CORPUS_DIR
+from tests.bench_core.mitigation.harness_agent import CORPUS_DIR
 
 QUERIES = [
     ("first-line drug for type 2 diabetes", "endocrine/metformin-type-2-diabetes.md"),

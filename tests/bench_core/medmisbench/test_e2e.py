@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from bench_core.cli.main import app
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.run import prepare_items, read_run
-from tests.bench_core.scenario import answer_book, prompts
+from tests.bench_core.medmisbench.scenario import answer_book, prompts
 from tests.fakes.openai_server import Reply, ScriptedPolicy
 
 CONDITIONS = ["clean", "type1", "type2", "clean_defensive", "type1_defensive", "type2_defensive"]

@@ -34,8 +34,8 @@ from typing import Any
 
 from tests.fakes.openai_server import Received, Reply
 
-ITEMS_DIR = Path(__file__).resolve().parents[1] / "data" / "harness_items"
-CORPUS_DIR = Path(__file__).resolve().parents[1] / "data" / "medical_corpus"
+ITEMS_DIR = Path(__file__).resolve().parents[2] / "data" / "harness_items"
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "data" / "medical_corpus"
 KNOWLEDGE = {"hm-01": "A", "hm-02": "C", "hm-03": "B", "hm-04": "C", "hm-05": "A", "hm-06": "B", "hm-07": "A"}
 TOP_DOCUMENT = {
     "hm-01": "endocrine/metformin-type-2-diabetes.md",
