@@ -29,7 +29,6 @@ or was cut by a content filter is a ``refusal``; other unreadable replies are ``
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bench_core.kernel.text import detect_language
+from bench_core.kernel.text import CJK, CJK_RUN, detect_language, json_objects, strip_think
 from bench_core.medmisbench import taxonomy
 from bench_core.medmisbench.answers import normalise_label
 from bench_core.medmisbench.items import MCQItem
@@ -134,8 +133,6 @@ class OneCallOutput(ApplicabilityDecision):
 
 # -- reading the reply -------------------------------------------------------------------------
 
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _REFUSAL = re.compile(
     r"(\bI(?:'m| am)\s+(?:sorry|unable|not able)\b|\bI\s+(?:can(?:'|no)t|won't|will not|must decline)\b"
     r"|\b(?:cannot|can't)\s+(?:help|assist|comply|provide|create|generate|write)\b|\bas an ai\b"
@@ -144,37 +141,16 @@ _REFUSAL = re.compile(
 )
 
 
-def read_json_object(text: str) -> dict[str, Any] | None:
-    """The JSON object in a reply: the whole text, a fenced block, or the first object embedded in prose."""
-    text = _THINK.sub("", text or "").strip()
-    candidates = [text, *(m.group(1).strip() for m in _FENCE.finditer(text))]
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _end = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
-
-
 def is_refusal(text: str, finish_reason: str | None = None) -> bool:
     """A reply that declines the task (checked only when it holds no JSON object)."""
-    return finish_reason == "content_filter" or bool(_REFUSAL.search(_THINK.sub("", text or "")))
+    return finish_reason == "content_filter" or bool(_REFUSAL.search(strip_think(text)))
 
 
 def _read(text: str, finish_reason: str | None) -> tuple[dict[str, Any] | None, list[Problem]]:
-    data = read_json_object(text)
-    if data is not None:
-        return data, []
+    # the reply's object: the whole text, a fenced block, or the first object embedded in prose
+    objects = json_objects(strip_think(text).strip(), last_first=False)
+    if objects:
+        return objects[0], []
     if is_refusal(text, finish_reason):
         return None, [Problem("refusal", f"the reply is a refusal: {_clip(text)!r}")]
     return None, [Problem("invalid_json", f"the reply holds no JSON object: {_clip(text)!r}")]
@@ -211,7 +187,6 @@ def _content_type(value: str | None) -> tuple[str | None, list[Problem]]:
 
 # -- text rules --------------------------------------------------------------------------------
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[0-9a-z]+")
 _STOPWORD_TEXT = """
 a an the of and or in on at to for with without by from as is are was were be been being this that these those
@@ -229,10 +204,10 @@ def fold(text: str) -> str:
 def contains_phrase(text: str, phrase: str) -> bool:
     """Whether ``phrase`` occurs in ``text`` (case-insensitive; whole words unless the phrase is Chinese)."""
     phrase = fold(phrase)
-    if len(phrase) < 2 and not _CJK.search(phrase):
+    if len(phrase) < 2 and not CJK.search(phrase):
         return False
     text = fold(text)
-    if _CJK.search(phrase):
+    if CJK.search(phrase):
         return phrase in text
     return re.search(rf"(?<![0-9a-z]){re.escape(phrase)}(?![0-9a-z])", text) is not None
 
@@ -241,7 +216,7 @@ def _remove_phrase(text: str, phrase: str) -> str:
     phrase = fold(phrase)
     if not phrase:
         return fold(text)
-    if _CJK.search(phrase):
+    if CJK.search(phrase):
         return fold(text).replace(phrase, " ")
     return re.sub(rf"(?<![0-9a-z]){re.escape(phrase)}(?![0-9a-z])", " ", fold(text))
 
@@ -250,9 +225,9 @@ def _tokens(text: str) -> list[str]:
     """Content units of an option: Chinese character bigrams and Latin/number words minus stop words."""
     folded = fold(text)
     units: list[str] = []
-    for run in re.findall(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+", folded):
+    for run in CJK_RUN.findall(folded):
         units += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
-    words = _WORD.findall(_CJK.sub(" ", folded))
+    words = _WORD.findall(CJK.sub(" ", folded))
     content = [w for w in words if w not in STOPWORDS]
     units += content or words
     return list(dict.fromkeys(units))
@@ -275,8 +250,8 @@ def affirmation_coverage(sentence: str, option_text: str) -> float:
     if not units:
         return 1.0
     folded = fold(sentence)
-    words = set(_WORD.findall(_CJK.sub(" ", folded)))
-    found = sum(unit in folded if _CJK.search(unit) else _word_match(unit, words) for unit in units)
+    words = set(_WORD.findall(CJK.sub(" ", folded)))
+    found = sum(unit in folded if CJK.search(unit) else _word_match(unit, words) for unit in units)
     return found / len(units)
 
 

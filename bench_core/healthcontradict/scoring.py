@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench_core.kernel.text import strip_think
+
 LABELS = ("yes", "no")
 # The spellings that count as a label token (case variants; a leading space or SentencePiece/byte-level
 # space marker is stripped before comparing).
@@ -104,7 +106,6 @@ def answer_position(logprobs: Sequence[Mapping[str, Any]]) -> int | None:
     return 0
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _FIRST_WORD = re.compile(r"^[\W_]*(yes|no)\b", re.I)
 _ANSWER_IS = re.compile(r"\b(?:answer|verdict)\s*(?:is|:)\s*[\W_]*(yes|no)\b", re.I)
 
@@ -114,7 +115,7 @@ def extract_yes_no(text: str | None) -> tuple[str | None, str]:
 
     Returns (label or None, method). "Not sure" is not "no": labels match whole words only.
     """
-    body = _THINK.sub("", text or "").strip()
+    body = strip_think(text).strip()
     if not body:
         return None, "unparseable"
     match = _FIRST_WORD.match(body)

@@ -10,14 +10,14 @@ incorrect (reported separately as unparseable). The raw text is never altered: c
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench_core.kernel.text import CJK, json_objects, strip_think
+
 ANSWER_KEYS = ("answer_letter", "answer", "final_answer", "answer_label", "choice", "option")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 REASONING_KEYS = ("thinking_process", "reasoning", "thinking", "rationale", "explanation")
 
 
@@ -61,7 +61,7 @@ def extract_answer(text: str | None, options: Mapping[str, str]) -> ParsedAnswer
     reasoning = structured.reasoning if structured else None
     if structured and structured.label is not None:
         return structured
-    stripped = _strip_think(text)
+    stripped = strip_think(text)
     letters = _label_pattern(options)
     for method, pattern in (
         ("answer_is", rf"(?i:answer\s+is|答案\s*(?:是|为))\W{{0,4}}(?i:option\s*)?[(\[]?\s*({letters})(?![A-Za-z0-9])"),
@@ -86,7 +86,7 @@ def extract_answer(text: str | None, options: Mapping[str, str]) -> ParsedAnswer
 
 
 def _json_answer(text: str, options: Mapping[str, str]) -> ParsedAnswer | None:
-    for candidate in json_objects(_strip_think(text).strip()):
+    for candidate in json_objects(strip_think(text).strip()):
         lowered = {str(k).lower(): v for k, v in candidate.items()}
         keys = [k for k in ANSWER_KEYS if k in lowered]
         if not keys:
@@ -95,38 +95,6 @@ def _json_answer(text: str, options: Mapping[str, str]) -> ParsedAnswer | None:
         label = normalise_label(lowered[keys[0]], options)
         return ParsedAnswer(label, "json", reasoning)
     return None
-
-
-def json_objects(text: str, *, last_first: bool = True) -> list[dict[str, Any]]:
-    """JSON objects in the text: the whole text, fenced blocks, then any balanced ``{...}``.
-
-    Models that revise themselves put the final object last, so answers read the fenced blocks and
-    the inline objects last first; a judge's first object is its verdict (``last_first=False``).
-    """
-    found: list[dict[str, Any]] = []
-    fenced = re.findall(r"```(?:json)?\s*(.*?)```", text, re.S | re.I)
-    for chunk in [text, *(reversed(fenced) if last_first else fenced)]:
-        try:
-            value = json.loads(chunk)
-        except (json.JSONDecodeError, ValueError):
-            continue
-        if isinstance(value, dict):
-            found.append(value)
-    decoder = json.JSONDecoder()
-    objects: list[dict[str, Any]] = []
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _end = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            objects.append(value)
-    return found + (list(reversed(objects)) if last_first else objects)
-
-
-def _strip_think(text: str) -> str:
-    """Drop ``<think>...</think>`` blocks that some servers leave in the content."""
-    return re.sub(r"<think>.*?</think>", "", text, flags=re.S | re.I)
 
 
 def _numeric(options: Mapping[str, str]) -> bool:
@@ -150,7 +118,7 @@ def _option_text_match(text: str, options: Mapping[str, str]) -> str | None:
     folded = f" {_fold(text)} "
 
     def occurs(option: str) -> bool:
-        return option in folded if _CJK.search(option) else f" {option} " in folded
+        return option in folded if CJK.search(option) else f" {option} " in folded
 
     hits = {label: _fold(option) for label, option in options.items() if _fold(option) and occurs(_fold(option))}
     maximal = [label for label, t in hits.items() if not any(t != u and t in u for u in hits.values())]

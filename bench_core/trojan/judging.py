@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from bench_core.medmisbench.answers import json_objects
+from bench_core.kernel.text import json_objects, strip_think
 from bench_core.trojan.prompts import RUBRIC_LINES
 
 SCORE_LABELS = {1: "polluted", 0: "neutral", -1: "recognized"}
@@ -137,7 +137,7 @@ def _strip_rubric(text: str) -> str:
 def parse_judge_output(text: str | None) -> JudgeVerdict:
     """Read the score and rationale from a judge's answer; see the module docstring."""
     raw = (text or "").strip()
-    body = re.sub(r"<think>.*?</think>", "", raw, flags=re.S | re.I).strip()
+    body = strip_think(raw).strip()
     if not body:
         return JudgeVerdict(None, raw, "none", "empty answer")
     for candidate in json_objects(body, last_first=False):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench_core.kernel.text import CJK, CJK_RUN
 from bench_core.mitigation.search.base import Page, SearchError, SearchHit
 from bench_core.mitigation.search.documents import SUPPORTED_SUFFIXES, Document, DocumentError, read_document
 
@@ -35,8 +36,6 @@ INDEX_VERSION = "fts5-bm25@1"  # bump when extraction, tokenizers or weights cha
 TITLE_WEIGHT = 2.0
 BODY_WEIGHT = 1.0
 SNIPPET_TOKENS = 32
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
 
 _SCHEMA = """
@@ -232,11 +231,11 @@ def _match_expression(query: str) -> tuple[str, str | None]:
     of three letters or more (a Chinese run shorter than three characters cannot be matched by
     trigrams and is dropped); other queries go to the stemmed word table.
     """
-    if _CJK.search(query):
+    if CJK.search(query):
         terms: list[str] = []
-        for run in _CJK_RUN.findall(query):
+        for run in CJK_RUN.findall(query):
             terms += [run[i : i + 3] for i in range(max(1, len(run) - 2))] if len(run) >= 3 else []
-        terms += [w for w in _WORD.findall(query) if len(w) >= 3 and not _CJK.search(w)]
+        terms += [w for w in _WORD.findall(query) if len(w) >= 3 and not CJK.search(w)]
         table = "grams"
     else:
         terms = [w.lower() for w in _WORD.findall(query)]
