@@ -16,7 +16,7 @@ in ``bench report``. For every condition present in both:
   visited source (Wilson CI), stop reasons, tool errors, failed items.
 
 Differences are always with - without, so a negative ASR difference means search helped.
-See ``bench_core.kernel.differences`` for why each interval.
+See ``bench_core.kernel.stats`` for why each interval.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_core.kernel.differences import (
+from bench_core.kernel.stats import (
     PairedCounts,
+    Proportion,
     mcnemar_exact_p,
     newcombe_difference,
     newcombe_paired_difference,
 )
-from bench_core.kernel.stats import Proportion
 from bench_core.kernel.store import OK, ResultStore
 from bench_core.medmisbench.conditions import BASE_CONDITIONS, Condition
 from bench_core.medmisbench.run import BENCHMARK, PreparedItem, ResponseRecord, RunData, RunDirError, read_run_data

@@ -1,11 +1,12 @@
-"""Difference intervals against published reference values (R package contingencytables, Fagerland et al.)."""
+"""Proportions, and difference intervals against published reference values (R package contingencytables)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench_core.kernel.differences import (
+from bench_core.kernel.stats import (
     PairedCounts,
+    Proportion,
     mcnemar_exact_p,
     newcombe_difference,
     newcombe_paired_difference,
@@ -40,3 +41,17 @@ def test_mcnemar_exact():
     assert mcnemar_exact_p(PairedCounts(3, 6, 0, 1)) == pytest.approx(2 * 0.5**6)
     assert mcnemar_exact_p(PairedCounts(3, 1, 1, 1)) == 1.0
     assert mcnemar_exact_p(PairedCounts(3, 0, 0, 1)) is None
+
+
+def test_one_proportion_class_serves_benchmark_reports_and_review_analysis():
+    p = Proportion(34, 89)
+    assert (p.k, p.n, p.rate) == (34, 89, 34 / 89)
+    assert p.ci == [p.ci_low, p.ci_high] and p.summary() == "34/89 = 38.2% (95% CI 28.8–48.6)"
+    assert p.to_dict() == {"k": 34, "n": 89, "rate": 34 / 89, "ci_low": p.ci_low, "ci_high": p.ci_high}
+    assert Proportion(0, 0).ci is None and Proportion(0, 0).rate is None
+    # the bounds at 0 and n are exactly 0 and 1 (no rounding noise from the closed form)
+    assert Proportion(0, 7).ci_low == 0.0 and Proportion(7, 7).ci_high == 1.0
+    assert Proportion(3.0, 9.0) == Proportion(3, 9) and isinstance(Proportion(3.0, 9.0).k, int)
+    for k, n in [(5, 4), (-1, 4), (1.5, 4), (True, 4)]:
+        with pytest.raises(ValueError):
+            Proportion(k, n)
