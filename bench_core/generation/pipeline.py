@@ -29,13 +29,10 @@ bundle and generation record) and ``benchmark/<SUBSET>.jsonl`` (the released fla
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 import json
-import os
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,13 +54,16 @@ from bench_core.generation.prompts import (
     response_format,
 )
 from bench_core.generation.sources import SourceReport
+from bench_core.kernel import rundir
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import read_jsonl
+from bench_core.kernel.rundir import append_jsonl, config_hash, merge_or_refuse, read_jsonl, write_atomic
 from bench_core.kernel.runner import Job, Runner, RunSummary
+from bench_core.kernel.stats import seeded_int
 from bench_core.kernel.store import FAILED, OK, ResultKey, ResultStore
 from bench_core.medmisbench import taxonomy
 from bench_core.medmisbench.items import InjectionBundle, MCQItem
 from bench_core.medmisbench.release import write_release
+from bench_core.medmisbench.run import item_key
 from bench_core.medmisbench.targets import DEFAULT_SEED
 
 BENCHMARK = "medmisbench-generation"
@@ -86,16 +86,6 @@ _STRUCTURED_ERROR = re.compile(r"response_format|json_schema|structured|guided|g
 
 class GenerationDirError(ValueError):
     """A generation directory that cannot be used as asked (another generator, other items)."""
-
-
-def item_key(item: MCQItem) -> str:
-    """The item's id in result keys: ``SUBSET/id``, as in evaluation runs."""
-    return f"{item.subset}/{item.id}"
-
-
-def _hash(*parts: object) -> int:
-    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:8], "big")
 
 
 @dataclass(frozen=True)
@@ -161,7 +151,7 @@ class GenerationSettings:
 
     @property
     def config_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:12]
+        return config_hash(self.as_dict())
 
 
 @dataclass(frozen=True)
@@ -253,11 +243,11 @@ def assign_provenances(
     for stratum, keys in strata.items():
         if sampling == "uniform":
             for key in keys:
-                assigned[key] = pinned.get(key) or frames[_hash(seed, "provenance", key) % len(frames)]
+                assigned[key] = pinned.get(key) or frames[seeded_int(seed, "provenance", key) % len(frames)]
             continue
-        offset = _hash(seed, "stratum", *stratum) % len(frames)
+        offset = seeded_int(seed, "stratum", *stratum) % len(frames)
         order = [frames[(offset + i) % len(frames)] for i in range(len(frames))]
-        ranked = sorted(keys, key=lambda k: (_hash(seed, "rank", k), k))
+        ranked = sorted(keys, key=lambda k: (seeded_int(seed, "rank", k), k))
         dealt = {key: order[rank % len(order)] for rank, key in enumerate(ranked)}
         if all(dealt[k] == pinned[k] for k in keys if k in pinned):
             assigned.update(dealt)
@@ -580,27 +570,16 @@ def register_items(run_dir: Path, items: Sequence[MCQItem]) -> list[MCQItem]:
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / SOURCE_ITEMS_FILE
     saved = {row["item_key"]: MCQItem.model_validate(row["item"]) for row in read_jsonl(path)}
-    conflicts, new = [], []
-    for item in items:
-        key = item_key(item)
-        old = saved.get(key)
-        if old is None:
-            saved[key] = item
-            new.append(item)
-        elif _comparable(old) != _comparable(item):
-            conflicts.append(key)
-    if conflicts:
-        shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-        raise GenerationDirError(
-            f"{path}: {len(conflicts)} item(s) differ from the ones already generated here (another source file?): "
-            f"{shown}. Use a new --out directory."
-        )
-    if new:
-        with path.open("a", encoding="utf-8") as handle:
-            for item in new:
-                row = {"item_key": item_key(item), "item": item.model_dump(mode="json")}
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return list(saved.values())
+    new = merge_or_refuse(
+        path,
+        {key: _comparable(item) for key, item in saved.items()},
+        ((item_key(item), _comparable(item), item) for item in items),
+        error=GenerationDirError,
+        noun="item",
+        context="already generated here (another source file?)",
+    )
+    append_jsonl(path, ({"item_key": item_key(item), "item": item.model_dump(mode="json")} for item in new))
+    return [*saved.values(), *new]
 
 
 def _comparable(item: MCQItem) -> str:
@@ -613,11 +592,8 @@ def load_registered_items(run_dir: Path) -> list[MCQItem]:
 
 
 def append_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
-    """Record one invocation (callers pass the names of env vars, never their values)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    entry = {"benchmark": BENCHMARK, "started_at": dt.datetime.now(dt.UTC).isoformat(), **manifest}
-    with (run_dir / MANIFEST_FILE).open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+    """Record one invocation in ``generation_runs.jsonl`` (callers pass the names of env vars, never their values)."""
+    rundir.append_manifest(run_dir, BENCHMARK, manifest, file=MANIFEST_FILE)
 
 
 def outcome_row(state: ItemState) -> dict[str, Any]:
@@ -665,16 +641,6 @@ def bundle_row(run: GenerationRun, state: ItemState) -> dict[str, Any]:
     }
 
 
-def _write_atomic(path: Path, lines: Iterable[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        for line in lines:
-            handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def write_outputs(run: GenerationRun, states: Sequence[ItemState]) -> dict[str, Any]:
     """Rewrite outcomes, bundles and the flattened benchmark from the item states; returns counts.
 
@@ -683,8 +649,8 @@ def write_outputs(run: GenerationRun, states: Sequence[ItemState]) -> dict[str, 
     """
     run.run_dir.mkdir(parents=True, exist_ok=True)
     kept = [s for s in states if s.status == KEPT]
-    _write_atomic(run.run_dir / OUTCOMES_FILE, (json.dumps(outcome_row(s), ensure_ascii=False) + "\n" for s in states))
-    _write_atomic(run.run_dir / BUNDLES_FILE, (json.dumps(bundle_row(run, s), ensure_ascii=False) + "\n" for s in kept))
+    write_atomic(run.run_dir / OUTCOMES_FILE, (json.dumps(outcome_row(s), ensure_ascii=False) + "\n" for s in states))
+    write_atomic(run.run_dir / BUNDLES_FILE, (json.dumps(bundle_row(run, s), ensure_ascii=False) + "\n" for s in kept))
     written = write_release([run.bundle(s) for s in kept], run.run_dir / BENCHMARK_DIR)
     counts: dict[str, int] = defaultdict(int)
     for state in states:
@@ -708,7 +674,7 @@ def save_source_report(run_dir: Path, report: SourceReport, source: str | Path) 
     path = Path(run_dir) / SOURCE_REPORT_FILE
     reports = read_source_reports(run_dir)
     reports[f"{report.format}:{Path(source).resolve()}"] = report.as_dict()
-    _write_atomic(path, [json.dumps(reports, indent=2, ensure_ascii=False)])
+    write_atomic(path, [json.dumps(reports, indent=2, ensure_ascii=False)])
 
 
 def read_source_reports(run_dir: str | Path) -> dict[str, Any]:

@@ -21,7 +21,6 @@ compares evaluation runs of the variants on the items evaluable in all of them.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import json
 import re
@@ -31,11 +30,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_core.generation.pipeline import BENCHMARK_DIR, Plan, is_generation_dir, item_key, read_bundles, read_outcomes
+from bench_core.generation.pipeline import BENCHMARK_DIR, Plan, is_generation_dir, read_bundles, read_outcomes
+from bench_core.kernel.stats import seeded_int
 from bench_core.medmisbench import taxonomy
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.items import MCQItem
 from bench_core.medmisbench.release import write_release
+from bench_core.medmisbench.run import item_key
 
 PLAN_FILE = "sensitivity.json"
 REFERENCE = "reference"
@@ -48,10 +49,6 @@ CYCLES: dict[str, dict[str, str]] = {
 
 class SensitivityError(ValueError):
     """A sensitivity run that cannot go ahead as asked."""
-
-
-def _hash(*parts: object) -> int:
-    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:8], "big")
 
 
 def parse_quotas(text: str | None) -> dict[str, int]:
@@ -115,7 +112,7 @@ def stratified_subset(
             strata[(item.injection.content_type, item.injection.provenance)].append(item)
         counts = allocate(quota, {key: len(group) for key, group in strata.items()})
         for key, group in strata.items():
-            ranked = sorted(group, key=lambda i: (_hash(seed, "subset", item_key(i)), i.id))
+            ranked = sorted(group, key=lambda i: (seeded_int(seed, "subset", item_key(i)), i.id))
             chosen.update(item_key(i) for i in ranked[: counts[key]])
     return [item for item in usable if item_key(item) in chosen]
 

@@ -18,8 +18,6 @@ was cut is recorded per prompt in the result's ``meta["truncation"]``.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +27,7 @@ from bench_core.healthcontradict.data import HCInstance
 from bench_core.healthcontradict.prompts import TEMPLATE_ORDER, HCTemplate, HCTemplateSet
 from bench_core.healthcontradict.scoring import YesNo, predict
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import RUNS_FILE, append_manifest, read_jsonl
+from bench_core.kernel.rundir import RUNS_FILE, append_jsonl, append_manifest, config_hash, merge_or_refuse, read_jsonl
 from bench_core.kernel.runner import Job
 from bench_core.kernel.store import ResultKey, ResultStore
 
@@ -185,7 +183,7 @@ class HCSettings:
 
     @property
     def config_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:12]
+        return config_hash(self.as_dict())
 
 
 def nc_item(topic_id: int) -> str:
@@ -301,26 +299,17 @@ def write_instances(run_dir: Path, instances: Sequence[HCInstance]) -> None:
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / INSTANCES_FILE
-    existing = {row["instance"]["instance_id"]: row["instance"] for row in read_jsonl(path)}
-    new_rows, conflicts = [], []
-    for instance in instances:
-        row = instance.model_dump(mode="json")
-        old = existing.get(instance.instance_id)
-        if old is None:
-            new_rows.append({"instance": row})
-            existing[instance.instance_id] = row
-        elif old != row:
-            conflicts.append(instance.instance_id)
-    if conflicts:
-        shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-        raise RunDirError(
-            f"{path}: {len(conflicts)} instance(s) differ from the ones already in this run directory "
-            f"(was another data file or pairing seed used?): {shown}. Use a new --out directory."
-        )
-    if new_rows:
-        with path.open("a", encoding="utf-8") as handle:
-            for row in new_rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    saved = {row["instance"]["instance_id"]: row["instance"] for row in read_jsonl(path)}
+    rows = [instance.model_dump(mode="json") for instance in instances]
+    new_rows = merge_or_refuse(
+        path,
+        saved,
+        ((row["instance_id"], row, {"instance": row}) for row in rows),
+        error=RunDirError,
+        noun="instance",
+        context="already in this run directory (was another data file or pairing seed used?)",
+    )
+    append_jsonl(path, new_rows)
 
 
 def is_run_dir(path: Path) -> bool:

@@ -12,15 +12,14 @@ conditions are computed on the same items (SPEC 1.2).
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import RUNS_FILE, append_manifest, read_jsonl
+from bench_core.kernel.rundir import RUNS_FILE, append_jsonl, append_manifest, config_hash, merge_or_refuse, read_jsonl
 from bench_core.kernel.runner import Job
 from bench_core.kernel.store import ResultKey, ResultStore
 from bench_core.medmisbench.answers import extract_answer
@@ -97,7 +96,7 @@ class EvalSettings:
 
     @property
     def config_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:12]
+        return config_hash(self.as_dict())
 
 
 def build_jobs(
@@ -108,22 +107,31 @@ def build_jobs(
     settings: EvalSettings,
     *,
     label: str | None = None,
+    config: str | None = None,
+    meta: dict[str, Any] | None = None,
+    annotate: Callable[[ChatResponse], dict[str, Any]] | None = None,
 ) -> list[Job]:
-    """One job per (usable item, condition); skipped items get no job under any condition."""
+    """One job per (usable item, condition); skipped items get no job under any condition.
+
+    A variant of the evaluation (the tool harness) keeps everything else and passes its own
+    ``config`` hash for the result keys, extra ``meta`` and ``annotate``, whose fields are added to
+    the parsed answer.
+    """
     if settings.template_id != template.id:
         raise ValueError(f"settings name template {settings.template_id!r} but {template.id!r} was given")
+    config = config or settings.config_hash
     jobs = []
     for entry in prepared:
         if entry.skipped is not None:
             continue
         for condition in conditions:
-            key = ResultKey(BENCHMARK, entry.key, condition.name, model.name, model.endpoint, settings.config_hash)
+            parse = answer_parser(entry.item)
             jobs.append(
                 Job(
-                    key=key,
+                    key=ResultKey(BENCHMARK, entry.key, condition.name, model.name, model.endpoint, config),
                     model=model,
                     build=request_builder(entry, condition, template, settings),
-                    parse=answer_parser(entry.item),
+                    parse=parse if annotate is None else _annotated(parse, annotate),
                     meta={
                         "item_id": entry.item.id,
                         "subset": entry.item.subset,
@@ -132,10 +140,18 @@ def build_jobs(
                         "template": template.id,
                         "label": label or model.name,
                         "config": settings.as_dict(),
+                        **(meta or {}),
                     },
                 )
             )
     return jobs
+
+
+def _annotated(parse: Callable[[ChatResponse], dict[str, Any]], annotate: Callable[[ChatResponse], dict[str, Any]]):
+    def both(response: ChatResponse) -> dict[str, Any]:
+        return parse(response) | annotate(response)
+
+    return both
 
 
 def request_builder(entry: PreparedItem, condition: Condition, template: DeliveryTemplate, settings: EvalSettings):
@@ -178,29 +194,17 @@ def write_items(run_dir: Path, prepared: Sequence[PreparedItem], seed: int) -> N
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / ITEMS_FILE
-    existing = {row["item_key"]: row for row in read_jsonl(path)}
-    new_rows = []
-    conflicts = []
-    for entry in prepared:
-        row = entry.to_json(seed)
-        old = existing.get(entry.key)
-        if old is None:
-            new_rows.append(row)
-            existing[entry.key] = row
-        elif _comparable(old) != _comparable(row):
-            conflicts.append(entry.key)
-    if conflicts:
-        shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-        raise RunDirError(
-            f"{path}: {len(conflicts)} item(s) differ from the ones already in this run directory "
-            f"(content or Type 1 target; was another --seed or data file used?): {shown}. "
-            "Use a new --out directory."
-        )
-    if new_rows:
-        with path.open("a", encoding="utf-8") as handle:
-            for row in new_rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            handle.flush()
+    saved = {row["item_key"]: _comparable(row) for row in read_jsonl(path)}
+    rows = [entry.to_json(seed) for entry in prepared]
+    new_rows = merge_or_refuse(
+        path,
+        saved,
+        ((row["item_key"], _comparable(row), row) for row in rows),
+        error=RunDirError,
+        noun="item",
+        context="already in this run directory (content or Type 1 target; was another --seed or data file used?)",
+    )
+    append_jsonl(path, new_rows)
 
 
 def _comparable(row: dict[str, Any]) -> tuple[Any, ...]:

@@ -8,9 +8,9 @@ rerun and the review app all see the same target.
 
 from __future__ import annotations
 
-import hashlib
 import random
 
+from bench_core.kernel.stats import seeded_int
 from bench_core.medmisbench.items import MCQItem
 
 DEFAULT_SEED = 20260101
@@ -23,6 +23,5 @@ def draw_type1_target(item: MCQItem, seed: int = DEFAULT_SEED) -> str | None:
     """
     if item.usable_bundle_problem() is not None:
         return None
-    digest = hashlib.sha256(f"{seed}\x1f{item.subset}\x1f{item.id}".encode()).digest()
-    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    rng = random.Random(seeded_int(seed, item.subset, item.id))
     return rng.choice(item.wrong_labels)

@@ -31,7 +31,6 @@ Why it looks like this:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import random
 import time
@@ -41,11 +40,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse, ProviderError, ToolCall
+from bench_core.kernel.rundir import config_hash
 from bench_core.kernel.runner import Job, RetryPolicy
-from bench_core.kernel.store import ResultKey
 from bench_core.medmisbench.conditions import Condition
 from bench_core.medmisbench.prompts import DeliveryTemplate
-from bench_core.medmisbench.run import BENCHMARK, EvalSettings, PreparedItem, answer_parser, request_builder
+from bench_core.medmisbench.run import EvalSettings, PreparedItem, build_jobs
 from bench_core.mitigation.prompts import DEFAULT_PROMPT_ID, SEARCH_TOOL, VISIT_TOOL, HarnessPrompt, get_prompt
 from bench_core.mitigation.search.base import SearchBackend, SearchError, SearchHit
 from bench_core.mitigation.search.tokens import truncate_tokens
@@ -102,8 +101,7 @@ class HarnessSettings:
 
 def harness_config_hash(settings: EvalSettings, harness: HarnessSettings, evidence: dict[str, Any]) -> str:
     """The config part of result keys: decoding settings, harness limits and prompt, and the evidence."""
-    payload = {**settings.as_dict(), "harness": harness.experiment(), "evidence": evidence}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+    return config_hash({**settings.as_dict(), "harness": harness.experiment(), "evidence": evidence})
 
 
 class HarnessFailure(ProviderError):
@@ -461,44 +459,16 @@ def build_harness_jobs(
     *,
     label: str | None = None,
 ) -> list[Job]:
-    """One job per (usable item, condition), keyed like ``medmisbench_run.build_jobs`` but with the harness
-    configuration in the config hash; skipped items get no job under any condition."""
-    if settings.template_id != template.id:
-        raise ValueError(f"settings name template {settings.template_id!r} but {template.id!r} was given")
-    config = harness_config_hash(settings, harness.settings, harness.evidence)
-    harness_meta = {**harness.settings.as_dict(), "evidence": harness.evidence}
-    jobs = []
-    for entry in prepared:
-        if entry.skipped is not None:
-            continue
-        for condition in conditions:
-            key = ResultKey(BENCHMARK, entry.key, condition.name, harness.name, harness.endpoint, config)
-            jobs.append(
-                Job(
-                    key=key,
-                    model=harness,
-                    build=request_builder(entry, condition, template, settings),
-                    parse=_parser(entry),
-                    meta={
-                        "item_id": entry.item.id,
-                        "subset": entry.item.subset,
-                        "condition": condition.name,
-                        "type1_target": entry.target,
-                        "template": template.id,
-                        "label": label or harness.name,
-                        "config": settings.as_dict(),
-                        "harness": harness_meta,
-                    },
-                )
-            )
-    return jobs
-
-
-def _parser(entry: PreparedItem):
-    """The evaluation's own answer fields, plus the tool loop's trace."""
-    base = answer_parser(entry.item)
-
-    def parse(response: ChatResponse) -> dict[str, Any]:
-        return base(response) | {"harness": getattr(response, "trace", None)}
-
-    return parse
+    """The evaluation's jobs (``medmisbench.run.build_jobs``) answered by the harness: the harness
+    configuration goes into the config hash and ``meta``, the loop's trace into ``parsed.harness``."""
+    return build_jobs(
+        prepared,
+        conditions,
+        harness,
+        template,
+        settings,
+        label=label,
+        config=harness_config_hash(settings, harness.settings, harness.evidence),
+        meta={"harness": {**harness.settings.as_dict(), "evidence": harness.evidence}},
+        annotate=lambda response: {"harness": getattr(response, "trace", None)},
+    )

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Any
 
 from bench_core.kernel.errors import DatasetError, RowIssue
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import RUNS_FILE, append_manifest, read_jsonl
+from bench_core.kernel.rundir import RUNS_FILE, append_manifest, config_hash, merge_or_refuse, read_jsonl, write_atomic
 from bench_core.kernel.runner import Job, Runner, RunSummary
 from bench_core.kernel.store import OK, ResultKey, ResultStore
 from bench_core.trojan.data import RetractedDataset, RetractedRecord, validate_records
@@ -67,10 +66,6 @@ def _attempt_of(condition: str) -> int | None:
     return None
 
 
-def _hash(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
 @dataclass(frozen=True)
 class StageSettings:
     """Decoding settings of one stage and the prompt version; hashed into result keys."""
@@ -85,7 +80,7 @@ class StageSettings:
 
     @property
     def config_hash(self) -> str:
-        return _hash(self.as_dict())
+        return config_hash(self.as_dict())
 
 
 @dataclass(frozen=True)
@@ -148,7 +143,7 @@ def _judge_parse(response: ChatResponse) -> dict[str, Any]:
 def _judge_key(
     record_id: str, attempt: int, judge: ChatModel, settings: StageSettings, target: Target, answer: str
 ) -> ResultKey:
-    config = _hash(
+    config = config_hash(
         {
             "judge": settings.as_dict(),
             "target": target.key(record_id).id,
@@ -263,15 +258,15 @@ def write_records(run_dir: Path, dataset: RetractedDataset) -> None:
     path = run_dir / RECORDS_FILE
     if path.exists():
         existing = json.loads(path.read_text(encoding="utf-8"))
-        old = {row["id"]: row for row in existing.get("records", [])}
-        conflicts = [r.id for r in dataset.records if r.id in old and old[r.id] != r.canonical()]
-        if conflicts:
-            shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-            raise RunDirError(
-                f"{path}: {len(conflicts)} record(s) differ from the ones already in this run directory: {shown}. "
-                "Use a new --out directory."
-            )
-        added = [r.canonical() for r in dataset.records if r.id not in old]
+        saved = {row["id"]: row for row in existing.get("records", [])}
+        added = merge_or_refuse(
+            path,
+            saved,
+            ((r.id, r.canonical(), r.canonical()) for r in dataset.records),
+            error=RunDirError,
+            noun="record",
+            context="already in this run directory",
+        )
         if not added:
             return
         existing["records"] = [*existing["records"], *added]
@@ -280,9 +275,7 @@ def write_records(run_dir: Path, dataset: RetractedDataset) -> None:
         payload = existing
     else:
         payload = dataset.to_json()
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    write_atomic(path, [json.dumps(payload, indent=2, ensure_ascii=False) + "\n"])
 
 
 def is_run_dir(path: Path) -> bool:
