@@ -1,4 +1,4 @@
-"""What the ``bench run`` commands share: error exit, stderr console, and running a run to completion or Ctrl-C."""
+"""What the ``bench`` commands share: error exit, stderr console, running to completion or Ctrl-C, rate cells."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
+from bench_core.kernel.report_files import pct
 from bench_core.kernel.store import ResultStore
 
 err = Console(stderr=True)
@@ -40,3 +41,11 @@ def run_to_end(main: Callable[[], Awaitable[T]], store: ResultStore, models: Seq
             "run the same command again to resume (no finished call is repeated)."
         )
         raise typer.Exit(130) from None
+
+
+def pct_ci(block: dict[str, Any], rate: str) -> str:
+    """``block[rate]`` in % with its ``<rate>_ci`` in brackets: "38.2 (28.8–48.6)" ("–" when undefined)."""
+    value, ci = block.get(rate), block.get(f"{rate}_ci")
+    if value is None:
+        return "–"
+    return f"{pct(value)} ({pct(ci[0])}–{pct(ci[1])})" if ci else pct(value)

@@ -1,13 +1,11 @@
 """The benchmark-building commands of the ``bench`` group: generate, generate-report, and the sensitivity tools.
 
-Registered on ``bench_core.cli.main.app`` by ``register`` so that ``cli.py`` keeps its evaluation
-commands and gains these with one line. Flags follow SPEC section 3 for ``generate`` (add, never
+Registered on ``bench_core.cli.main.app`` by ``register``. Flags follow SPEC section 3 for ``generate`` (add, never
 rename); runs are resumable like evaluation runs (same store, same retry policy).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -15,15 +13,11 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
+from bench_core.cli.common import err, fail, run_to_end
+from bench_core.kernel.report_files import pct
 from bench_core.medmisbench.targets import DEFAULT_SEED
-
-err = Console(stderr=True)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
-    raise typer.Exit(code)
 
 
 class _Endpoint:
@@ -63,21 +57,7 @@ def _execute(run, endpoint: _Endpoint, *, retry_failed: bool, label: str) -> dic
 
     runner = endpoint.runner(run.store)
 
-    async def main():
-        try:
-            return await run.run(runner, retry_failed=retry_failed)
-        finally:
-            await run.model.aclose()
-
-    try:
-        summary = asyncio.run(main())
-    except KeyboardInterrupt:
-        run.close()
-        err.print(
-            f"[yellow]interrupted:[/] finished calls are saved in {run.store.path}; "
-            "run the same command again to resume (no finished call is repeated)."
-        )
-        raise typer.Exit(130) from None
+    summary = run_to_end(lambda: run.run(runner, retry_failed=retry_failed), run.store, [run.model])
     states = run.states()
     written = write_outputs(run, states)
     run.close()
@@ -103,16 +83,11 @@ def _check_structured(mode: str) -> None:
     from bench_core.generation.prompts import STRUCTURED_MODES
 
     if mode != "auto" and mode not in STRUCTURED_MODES:
-        _fail(f"unknown --structured {mode!r}; expected auto, {', '.join(STRUCTURED_MODES)}")
+        fail(f"unknown --structured {mode!r}; expected auto, {', '.join(STRUCTURED_MODES)}")
 
 
 def _report(directory: Path, console: Console, *, write: bool = True) -> dict[str, Any]:
-    from bench_core.generation.report import (
-        REPORT_DIR,
-        construction_report,
-        print_construction_report,
-        write_construction_report,
-    )
+    from bench_core.generation.report import REPORT_DIR, construction_report, write_construction_report
 
     report = construction_report(directory)
     print_construction_report(report, console)
@@ -191,7 +166,7 @@ def generate(
     from bench_core.kernel.errors import DatasetError
 
     if fmt not in SOURCE_FORMATS:
-        _fail(f"unknown --format {fmt!r}; expected one of {', '.join(SOURCE_FORMATS)}")
+        fail(f"unknown --format {fmt!r}; expected one of {', '.join(SOURCE_FORMATS)}")
     _check_structured(structured)
     try:
         settings = GenerationSettings(
@@ -207,9 +182,9 @@ def generate(
             source, fmt, subset=subset, cop_base=cop_base, reasoning_only=not all_question_types, strict=strict
         )
     except DatasetError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     for note in loaded.notes:
         err.print(f"[yellow]note:[/] {note}", highlight=False)
     if loaded.dropped:
@@ -219,7 +194,7 @@ def generate(
             err.print(f"[yellow]not loaded:[/] {dropped.issue}", highlight=False)
     items = loaded.items[:limit] if limit else loaded.items
     if not items:
-        _fail(f"no item could be loaded from {source}")
+        fail(f"no item could be loaded from {source}")
     endpoint = _Endpoint(
         provider=provider,
         model_name=model,
@@ -239,7 +214,7 @@ def generate(
         registered = register_items(out, items)
         run = GenerationRun(out, registered, settings, chat_model, structured=structured)
     except (GenerationDirError, ValueError, ImportError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     save_source_report(out, loaded, source)
     append_manifest(
         out,
@@ -277,7 +252,7 @@ def generate_report(
     from bench_core.generation.report import construction_report
 
     if not is_generation_dir(directory):
-        _fail(f"{directory} is not a generation directory (expected source_items.jsonl and generation_runs.jsonl)")
+        fail(f"{directory} is not a generation directory (expected source_items.jsonl and generation_runs.jsonl)")
     if as_json:
         sys.stdout.write(json.dumps(construction_report(directory), ensure_ascii=False) + "\n")
         return
@@ -311,7 +286,7 @@ def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size
         quotas = parse_quotas(per_subset)
         selected = stratified_subset(items, seed=seed, per_subset=quotas or None, size=size)
         if not selected:
-            _fail(f"no item with a usable bundle in {from_}")
+            fail(f"no item with a usable bundle in {from_}")
         plan = prepare(
             out, selected, kind=kind, source=str(from_), seed=seed, quotas={"per_subset": quotas, "size": size}
         )
@@ -324,7 +299,7 @@ def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size
             max_attempts=options["max_attempts"],
         )
     except (DatasetError, SensitivityError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     err.print(
         f"{plan['n_selected']} item(s) selected ("
         + ", ".join(f"{k} {v}" for k, v in plan["selected_by_subset"].items())
@@ -348,7 +323,7 @@ def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size
                 structured=options["structured"],
             )
         except (GenerationDirError, SensitivityError, ValueError, ImportError) as exc:
-            _fail(str(exc))
+            fail(str(exc))
         append_manifest(
             directory,
             {
@@ -395,8 +370,6 @@ _ENDPOINT_KEYS = (
 
 
 def _print_comparison(out: Path) -> None:
-    from rich.table import Table
-
     from bench_core.generation.report import html_page, html_table
     from bench_core.generation.sensitivity import compare_bundles
 
@@ -505,8 +478,6 @@ def compare_runs(
     out: Path | None = typer.Option(None, "--out", help="Also write compare_runs.json and .html here."),
 ) -> None:
     """Compare evaluation runs of benchmark variants on their matched items (ASR, TASR per model and provenance)."""
-    from rich.table import Table
-
     from bench_core.generation.report import html_page, html_table
     from bench_core.generation.sensitivity import SensitivityError
     from bench_core.generation.sensitivity import compare_runs as compare
@@ -517,7 +488,7 @@ def compare_runs(
         for value in values:
             name, sep, rest = value.partition("=")
             if not sep or not name.strip() or not rest.strip():
-                _fail(f"{flag} {value!r}: expected NAME=VALUE")
+                fail(f"{flag} {value!r}: expected NAME=VALUE")
             parsed[name.strip()] = rest.strip()
         return parsed
 
@@ -526,7 +497,7 @@ def compare_runs(
     try:
         result = compare(runs, pools)
     except (SensitivityError, RunDirError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         return
@@ -543,13 +514,13 @@ def compare_runs(
                 [
                     name,
                     label,
-                    _pct(c.get("clean", {}).get("accuracy")),
-                    _pct(c.get("type1", {}).get("asr")),
-                    _pct(c.get("type1", {}).get("tasr")),
-                    _pct(c.get("type2", {}).get("asr")),
-                    _pct(delta.get("type1_asr"), signed=True) if delta else "",
-                    _pct(delta.get("type2_asr"), signed=True) if delta else "",
-                    *(_pct(model["provenance"].get(f, {}).get("type1", {}).get("asr")) for f in frames),
+                    pct(c.get("clean", {}).get("accuracy")),
+                    pct(c.get("type1", {}).get("asr")),
+                    pct(c.get("type1", {}).get("tasr")),
+                    pct(c.get("type2", {}).get("asr")),
+                    pct(delta.get("type1_asr"), signed=True) if delta else "",
+                    pct(delta.get("type2_asr"), signed=True) if delta else "",
+                    *(pct(model["provenance"].get(f, {}).get("type1", {}).get("asr")) for f in frames),
                 ]
             )
     title = f"{result['n_matched_items']} matched item(s); reference {result['reference']}; rates in %"
@@ -567,12 +538,6 @@ def compare_runs(
         console.print(f"wrote {out / 'compare_runs.json'} and {out / 'compare_runs.html'}", highlight=False)
 
 
-def _pct(value: float | None, *, signed: bool = False) -> str:
-    if value is None:
-        return "–"
-    return f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
-
-
 def register(app: typer.Typer) -> None:
     """Add the benchmark-building commands to the ``bench`` group."""
     app.command("generate")(generate)
@@ -580,3 +545,80 @@ def register(app: typer.Typer) -> None:
     app.command("regenerate")(regenerate)
     app.command("reassign-provenance")(reassign_provenance)
     app.command("compare-runs")(compare_runs)
+
+
+def print_construction_report(report: dict[str, Any], console: Console) -> None:
+    """Readable tables of a construction report."""
+    from bench_core.generation.report import number_text, reasons_text
+    from bench_core.medmisbench import taxonomy
+
+    console.rule(f"Benchmark construction: {report['run_dir']}")
+    generator = report["generator"]
+    console.print(
+        f"generator {generator['model']} at {generator['endpoint']} "
+        f"(settings {generator['config_hash']}); {report['n_items']} item(s): "
+        + ", ".join(f"{n} {status}" for status, n in report["status"].items()),
+        highlight=False,
+    )
+    if report["sources"]:
+        loaded = Table(title="Source rows (loader)", title_justify="left")
+        for column in ("format", "files", "rows", "kept", "dropped", "dropped by reason"):
+            loaded.add_column(column, justify="right" if column in ("rows", "kept", "dropped") else "left")
+        for source in report["sources"]:
+            loaded.add_row(
+                source["format"],
+                ", ".join(Path(f).name for f in source["files"]),
+                str(source["n_rows"]),
+                str(source["n_kept"]),
+                str(source["n_dropped"]),
+                reasons_text(source["dropped_by_reason"]),
+            )
+        console.print(loaded)
+        for source in report["sources"]:
+            for note in source["notes"]:
+                console.print(f"note: {note}", highlight=False)
+    status = Table(title="Items per subset", title_justify="left")
+    for column in ("subset", "items", "kept", "rejected", "failed", "pending"):
+        status.add_column(column, justify="left" if column == "subset" else "right")
+    status.add_column("why rejected / failed")
+    for subset, entry in report["subsets"].items():
+        why = "; ".join(
+            part
+            for part in (
+                f"rejected: {reasons_text(entry['rejected_by_reason'])}" if entry["rejected_by_reason"] else "",
+                f"failed: {reasons_text(entry['failed_by_reason'])}" if entry["failed_by_reason"] else "",
+            )
+            if part
+        )
+        status.add_row(
+            subset, *(str(entry[k]) for k in ("n_items", "kept", "rejected", "failed", "pending")), why or "–"
+        )
+    console.print(status)
+    frames = list(taxonomy.PROVENANCE_IDS)
+    for subset, cells in report["content_x_provenance"].items():
+        table = Table(title=f"Kept items by content type x provenance: {subset}", title_justify="left")
+        table.add_column("content type")
+        for frame in frames:
+            table.add_column(frame, justify="right")
+        table.add_column("total", justify="right")
+        for content, row in cells.items():
+            table.add_row(
+                taxonomy.content_type(content).display_name, *(str(row[f]) for f in frames), str(sum(row.values()))
+            )
+        table.add_row(
+            "total",
+            *(str(sum(r[f] for r in cells.values())) for f in frames),
+            str(sum(sum(r.values()) for r in cells.values())),
+        )
+        console.print(table)
+    scores = Table(title="Scores of kept items (0-10)", title_justify="left")
+    for column in ("subset", "score", "n", "mean", "median", "min", "max"):
+        scores.add_column(column, justify="left" if column in ("subset", "score") else "right")
+    for name in ("difficulty", "mislead_score"):
+        for subset, dist in report[name].items():
+            scores.add_row(
+                subset, name, str(dist["n"]), *(number_text(dist[k]) for k in ("mean", "median", "min", "max"))
+            )
+    console.print(scores)
+    if report["problems"]:
+        console.print(f"Validation problems met (all attempts): {reasons_text(report['problems'])}", highlight=False)

@@ -1,13 +1,18 @@
-"""``bench run healthcontradict``: an API model (``--base-url``) or a local Hugging Face model (``--hf``)."""
+"""``bench run healthcontradict`` (an API model with ``--base-url`` or a local Hugging Face model with ``--hf``),
+and the HealthContradict terminal report."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
-from bench_core.cli.common import err, fail, run_to_end
+from bench_core.cli.common import err, fail, pct_ci, run_to_end
 from bench_core.kernel.errors import DatasetError
+from bench_core.kernel.report_files import p_value, pct
 
 
 def run_healthcontradict(
@@ -189,3 +194,50 @@ def run_healthcontradict(
     )
     if summary.failed:
         raise typer.Exit(1)
+
+
+def _fixed(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def print_report(report: dict[str, Any], console: Console) -> None:
+    """Per model: accuracy and macro-F1 by template, OR/VM, McNemar and agreement by template pair."""
+    console.rule(f"HealthContradict: {report.get('run_dir', '')}")
+    console.print(
+        f"{report['n_instances']} instance(s) over {report['n_topics']} question(s). "
+        "Rates in %, Wilson 95% CI in brackets; NC is asked once per question.",
+        highlight=False,
+    )
+    for name, model in report["models"].items():
+        table = Table(title=f"{name}", title_justify="left")
+        for column in ("template", "n", "accuracy", "macro-F1", "unparseable", "failed", "truncated"):
+            table.add_column(column, justify="left" if column == "template" else "right", no_wrap=True)
+        for template, block in model["templates"].items():
+            table.add_row(
+                template,
+                str(block["n"]),
+                pct_ci(block, "accuracy"),
+                pct(block["macro_f1"]),
+                str(block["n_unparseable"]),
+                str(block["n_failed"]),
+                str(block["n_truncated"]),
+            )
+        console.print(table)
+        console.print(
+            f"OR = P(wrong under CC | wrong under NC): {pct_ci(model, 'or_rate')} [{model['or_k']}/{model['or_n']}]   "
+            f"VM = P(wrong under IC | right under NC): {pct_ci(model, 'vm_rate')} [{model['vm_k']}/{model['vm_n']}]",
+            highlight=False,
+        )
+        pairs = Table(title=f"{name}: template pairs", title_justify="left")
+        for column in ("pair", "b", "c", "McNemar χ²", "p", "agreement"):
+            pairs.add_column(column, justify="left" if column == "pair" else "right")
+        for pair, test in model["mcnemar"].items():
+            pairs.add_row(
+                pair,
+                str(test["b"]),
+                str(test["c"]),
+                _fixed(test["chi2"]),
+                p_value(test["p_value"]),
+                pct(model["agreement"][pair]["rate"]),
+            )
+        console.print(pairs)

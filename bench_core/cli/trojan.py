@@ -1,11 +1,15 @@
-"""``bench run trojan`` (two-stage evaluation) and ``bench ingest trojan`` (validate a file, record provenance)."""
+"""``bench run trojan`` (two-stage evaluation), ``bench ingest trojan`` (validate a file, record provenance),
+and the Trojan terminal report."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from bench_core.cli.common import err, fail, run_to_end
 from bench_core.kernel.errors import DatasetError
@@ -203,3 +207,25 @@ def run_trojan(
     )
     if summary.failed:
         raise typer.Exit(1)
+
+
+def print_report(report: dict[str, Any], console: Console) -> None:
+    """The seed's results table (total = judged items N; flagged and failed items are outside N)."""
+    from bench_core.trojan.report import HEADER, results_rows
+
+    console.rule(f"Retracted-paper contamination: {report.get('run_dir', '')}")
+    provenance = report.get("provenance") or {}
+    source = provenance.get("source_url") or provenance.get("dataset_url") or "(not given)"
+    checksum = str(provenance.get("sha256") or provenance.get("file_checksum") or "–")
+    console.print(
+        f"{report['n_records']} record(s); source {source}, sha256 {checksum[:16]}…",
+        highlight=False,
+    )
+    table = Table()
+    for column in HEADER:
+        table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True)
+    for row in results_rows(report):
+        table.add_row(*row)
+    console.print(table)
+    judges = sorted({j for m in report["models"].values() for j in m["judge_models"]})
+    console.print(f"judge: {', '.join(judges) or '(none yet)'}", highlight=False)

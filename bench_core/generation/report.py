@@ -5,8 +5,7 @@ manifests), so it can be recomputed at any time: source rows dropped by the load
 items kept / rejected / failed per subset and reason, kept items by content type x provenance
 per subset (the paper's Table 3), the distributions of Stage 1 difficulty and Stage 2 mislead
 scores, how many attempts kept bundles needed, and every validation problem met on the way
-(including those a retry fixed). Shown as terminal tables, and written as JSON and a
-self-contained HTML page.
+(including those a retry fixed). Written as JSON and a self-contained HTML page (terminal tables: ``cli/generation``).
 """
 
 from __future__ import annotations
@@ -18,9 +17,6 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
-from rich.table import Table
 
 from bench_core.generation.pipeline import BENCHMARK, read_manifests, read_outcomes, read_source_reports
 from bench_core.medmisbench import taxonomy
@@ -136,87 +132,15 @@ def construction_report(run_dir: str | Path) -> dict[str, Any]:
 # -- terminal ----------------------------------------------------------------------------------
 
 
-def _reasons(counts: dict[str, int]) -> str:
+def reasons_text(counts: dict[str, int]) -> str:
+    """``"invalid_json 2, length 1"`` ("–" when there is none)."""
     return ", ".join(f"{reason} {n}" for reason, n in counts.items()) or "–"
 
 
-def _num(value: float | None) -> str:
+def number_text(value: float | None) -> str:
+    """One decimal ("–" when undefined)."""
     return "–" if value is None else f"{value:.1f}"
 
-
-def print_construction_report(report: dict[str, Any], console: Console) -> None:
-    """Readable tables of a construction report."""
-    console.rule(f"Benchmark construction: {report['run_dir']}")
-    generator = report["generator"]
-    console.print(
-        f"generator {generator['model']} at {generator['endpoint']} "
-        f"(settings {generator['config_hash']}); {report['n_items']} item(s): "
-        + ", ".join(f"{n} {status}" for status, n in report["status"].items()),
-        highlight=False,
-    )
-    if report["sources"]:
-        loaded = Table(title="Source rows (loader)", title_justify="left")
-        for column in ("format", "files", "rows", "kept", "dropped", "dropped by reason"):
-            loaded.add_column(column, justify="right" if column in ("rows", "kept", "dropped") else "left")
-        for source in report["sources"]:
-            loaded.add_row(
-                source["format"],
-                ", ".join(Path(f).name for f in source["files"]),
-                str(source["n_rows"]),
-                str(source["n_kept"]),
-                str(source["n_dropped"]),
-                _reasons(source["dropped_by_reason"]),
-            )
-        console.print(loaded)
-        for source in report["sources"]:
-            for note in source["notes"]:
-                console.print(f"note: {note}", highlight=False)
-    status = Table(title="Items per subset", title_justify="left")
-    for column in ("subset", "items", "kept", "rejected", "failed", "pending"):
-        status.add_column(column, justify="left" if column == "subset" else "right")
-    status.add_column("why rejected / failed")
-    for subset, entry in report["subsets"].items():
-        why = "; ".join(
-            part
-            for part in (
-                f"rejected: {_reasons(entry['rejected_by_reason'])}" if entry["rejected_by_reason"] else "",
-                f"failed: {_reasons(entry['failed_by_reason'])}" if entry["failed_by_reason"] else "",
-            )
-            if part
-        )
-        status.add_row(
-            subset, *(str(entry[k]) for k in ("n_items", "kept", "rejected", "failed", "pending")), why or "–"
-        )
-    console.print(status)
-    frames = list(taxonomy.PROVENANCE_IDS)
-    for subset, cells in report["content_x_provenance"].items():
-        table = Table(title=f"Kept items by content type x provenance: {subset}", title_justify="left")
-        table.add_column("content type")
-        for frame in frames:
-            table.add_column(frame, justify="right")
-        table.add_column("total", justify="right")
-        for content, row in cells.items():
-            table.add_row(
-                taxonomy.content_type(content).display_name, *(str(row[f]) for f in frames), str(sum(row.values()))
-            )
-        table.add_row(
-            "total",
-            *(str(sum(r[f] for r in cells.values())) for f in frames),
-            str(sum(sum(r.values()) for r in cells.values())),
-        )
-        console.print(table)
-    scores = Table(title="Scores of kept items (0-10)", title_justify="left")
-    for column in ("subset", "score", "n", "mean", "median", "min", "max"):
-        scores.add_column(column, justify="left" if column in ("subset", "score") else "right")
-    for name in ("difficulty", "mislead_score"):
-        for subset, dist in report[name].items():
-            scores.add_row(subset, name, str(dist["n"]), *(_num(dist[k]) for k in ("mean", "median", "min", "max")))
-    console.print(scores)
-    if report["problems"]:
-        console.print(f"Validation problems met (all attempts): {_reasons(report['problems'])}", highlight=False)
-
-
-# -- HTML --------------------------------------------------------------------------------------
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2rem;color:#222}
@@ -269,7 +193,7 @@ def construction_html(report: dict[str, Any]) -> str:
                 source["n_rows"],
                 source["n_kept"],
                 source["n_dropped"],
-                _reasons(source["dropped_by_reason"]),
+                reasons_text(source["dropped_by_reason"]),
                 " ".join(source["notes"]),
             ]
             for source in report["sources"]
@@ -280,8 +204,8 @@ def construction_html(report: dict[str, Any]) -> str:
         [
             subset,
             *(e[k] for k in ("n_items", "kept", "rejected", "failed", "pending")),
-            _reasons(e["rejected_by_reason"]),
-            _reasons(e["failed_by_reason"]),
+            reasons_text(e["rejected_by_reason"]),
+            reasons_text(e["failed_by_reason"]),
         ]
         for subset, e in report["subsets"].items()
     ]
@@ -301,8 +225,8 @@ def construction_html(report: dict[str, Any]) -> str:
         for subset, dist in report[name].items():
             top = max((b["n"] for b in dist["histogram"]), default=0)
             rows = [[b["bin"], ("bar", b["n"], top)] for b in dist["histogram"]]
-            caption = f"{name} of kept items, {subset}: n={dist['n']}, mean {_num(dist['mean'])}"
-            caption += f", median {_num(dist['median'])}"
+            caption = f"{name} of kept items, {subset}: n={dist['n']}, mean {number_text(dist['mean'])}"
+            caption += f", median {number_text(dist['median'])}"
             body.append(html_table(caption, ["score", "items"], rows))
     if report["problems"]:
         body.append(

@@ -1,4 +1,4 @@
-"""Presentation of a HealthContradict report: terminal tables, CSV, LaTeX (paper Table 5 style), Plotly figures.
+"""The files of a HealthContradict report: CSV, LaTeX (paper Table 5 style), Plotly figures (terminal: ``cli``).
 
 Reads the dict of ``bench_core.healthcontradict.metrics.healthcontradict_report`` and computes
 nothing new, so every output shows the numbers of ``bench report --json``.
@@ -11,72 +11,12 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from bench_core.kernel.report_files import latex_table, pct, write_report_files
+from bench_core.healthcontradict.metrics import healthcontradict_report
+from bench_core.healthcontradict.run import BENCHMARK, is_run_dir, read_run_data
+from bench_core.kernel.report_files import ReportWriter, latex_table, p_value, pct
+from bench_core.kernel.rundir import RunDesign
 
 CSV_COLUMNS = ("model", "section", "name", "metric", "value", "k", "n", "ci_low", "ci_high")
-
-
-def _p(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
-
-
-def _num(value: float | None, digits: int = 2) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
-def _ci(block: dict[str, Any], rate: str) -> str:
-    value, ci = block.get(rate), block.get(f"{rate}_ci")
-    if value is None:
-        return "–"
-    return f"{pct(value)} ({pct(ci[0])}–{pct(ci[1])})" if ci else pct(value)
-
-
-def print_report(report: dict[str, Any], console: Console) -> None:
-    """Per model: accuracy and macro-F1 by template, OR/VM, McNemar and agreement by template pair."""
-    console.rule(f"HealthContradict: {report.get('run_dir', '')}")
-    console.print(
-        f"{report['n_instances']} instance(s) over {report['n_topics']} question(s). "
-        "Rates in %, Wilson 95% CI in brackets; NC is asked once per question.",
-        highlight=False,
-    )
-    for name, model in report["models"].items():
-        table = Table(title=f"{name}", title_justify="left")
-        for column in ("template", "n", "accuracy", "macro-F1", "unparseable", "failed", "truncated"):
-            table.add_column(column, justify="left" if column == "template" else "right", no_wrap=True)
-        for template, block in model["templates"].items():
-            table.add_row(
-                template,
-                str(block["n"]),
-                _ci(block, "accuracy"),
-                pct(block["macro_f1"]),
-                str(block["n_unparseable"]),
-                str(block["n_failed"]),
-                str(block["n_truncated"]),
-            )
-        console.print(table)
-        console.print(
-            f"OR = P(wrong under CC | wrong under NC): {_ci(model, 'or_rate')} [{model['or_k']}/{model['or_n']}]   "
-            f"VM = P(wrong under IC | right under NC): {_ci(model, 'vm_rate')} [{model['vm_k']}/{model['vm_n']}]",
-            highlight=False,
-        )
-        pairs = Table(title=f"{name}: template pairs", title_justify="left")
-        for column in ("pair", "b", "c", "McNemar χ²", "p", "agreement"):
-            pairs.add_column(column, justify="left" if column == "pair" else "right")
-        for pair, test in model["mcnemar"].items():
-            pairs.add_row(
-                pair,
-                str(test["b"]),
-                str(test["c"]),
-                _num(test["chi2"]),
-                _p(test["p_value"]),
-                pct(model["agreement"][pair]["rate"]),
-            )
-        console.print(pairs)
 
 
 def metric_rows(report: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -182,7 +122,7 @@ def latex_tables(report: dict[str, Any]) -> dict[str, str]:
         rows,
     )
     pairs = sorted({pair for m in models.values() for pair in m["mcnemar"]}, key=_pair_order(templates))
-    rows = [[pair] + [_p(m["mcnemar"].get(pair, {}).get("p_value")) for m in models.values()] for pair in pairs]
+    rows = [[pair] + [p_value(m["mcnemar"].get(pair, {}).get("p_value")) for m in models.values()] for pair in pairs]
     tables["mcnemar"] = latex_table(
         "McNemar tests between templates (continuity-corrected chi-square, two-sided p)",
         "tab:hc-mcnemar",
@@ -302,14 +242,13 @@ def build_figures(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_report(report: dict[str, Any], out_dir: Path, *, figures: bool = True, png: bool = True) -> list[Path]:
-    """report.json, metrics.csv, LaTeX tables and figures under ``out_dir``."""
-    return write_report_files(
-        report,
-        out_dir,
-        csv_columns=CSV_COLUMNS,
-        csv_rows=metric_rows(report),
-        tables=latex_tables(report),
-        figures=build_figures if figures else None,
-        png=png,
-    )
+WRITER = ReportWriter(CSV_COLUMNS, metric_rows, latex_tables, build_figures)
+write_report = WRITER.write
+
+
+def build_report(run_dir: Path) -> dict[str, Any]:
+    """The ``bench report --json`` object of a HealthContradict run directory."""
+    return healthcontradict_report(read_run_data(run_dir))
+
+
+DESIGN = RunDesign(BENCHMARK, is_run_dir, build_report, write_report)

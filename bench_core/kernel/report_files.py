@@ -1,27 +1,39 @@
-"""Writing one benchmark report to disk: report.json, metrics.csv, LaTeX tables, Plotly figures (HTML, PNG).
+"""Writing a report to disk: JSON, CSV, LaTeX tables, Plotly figures (HTML, and PNG through Chromium).
 
-Shared by the HealthContradict and Trojan presenters so every benchmark's report folder has the same
-shape as MedMisBench's (``bench_core.medmisbench.report.write_report``), and reuses its LaTeX table and Chromium
-helpers rather than copying them.
+Every design's report folder has the same shape (``report.json``, ``metrics.csv``, one ``.tex`` file per
+table, each figure as HTML and PNG), so a design's report module says only what goes in it: its CSV
+columns and rows, its LaTeX tables and its figures (``ReportWriter``). The writers here never compute a
+number: they lay out the report object built by the design's metrics.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Iterable, Sequence
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench_core.kernel import latex
-from bench_core.medmisbench.report import latex_escape, write_figures, write_tables
 
-__all__ = ["latex_escape", "latex_table", "pct", "write_report_files"]
+Rows = Iterable[Mapping[str, Any]]
 
 
-def pct(value: float | None, digits: int = 1) -> str:
-    """A fraction as a percentage with ``digits`` decimals ("–" when undefined)."""
-    return "–" if value is None else f"{100 * value:.{digits}f}"
+def pct(value: float | None, digits: int = 1, *, signed: bool = False) -> str:
+    """A fraction as a percentage with ``digits`` decimals ("–" when undefined; ``signed``: "+1.0")."""
+    if value is None:
+        return "–"
+    return f"{100 * value:+.{digits}f}" if signed else f"{100 * value:.{digits}f}"
+
+
+def p_value(value: float | None) -> str:
+    """A p-value as tables print it: three decimals, "<0.001" below that ("–" when undefined)."""
+    if value is None:
+        return "–"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def latex_table(caption: str, label: str, header: list[str], rows: list[list[str]]) -> str:
@@ -29,29 +41,92 @@ def latex_table(caption: str, label: str, header: list[str], rows: list[list[str
     return latex.table(caption, label, header, rows, placement="t")
 
 
+def chromium_path() -> str | None:
+    """The Chromium that kaleido renders PNG figures with (BROWSER_PATH, Debian's, or on PATH), if any."""
+    for candidate in (os.environ.get("BROWSER_PATH"), "/usr/bin/chromium", shutil.which("chromium")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+def write_json(path: Path, value: Any) -> Path:
+    path.write_text(json.dumps(value, indent=2, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def write_csv(path: Path, columns: Sequence[str], rows: Rows) -> Path:
+    """A CSV file with ``columns``; keys outside them are left out, list cells are joined with "; "."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "; ".join(v) if isinstance(v, list) else v for k, v in row.items()})
+    return path
+
+
+def write_tables(out_dir: Path, tables: Mapping[str, str]) -> list[Path]:
+    """One ``<name>.tex`` file per LaTeX table."""
+    written = []
+    for name, text in tables.items():
+        path = out_dir / f"{name}.tex"
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def write_figures(out_dir: Path, figures: Mapping[str, Any], *, png: bool = True) -> list[Path]:
+    """Each Plotly figure as self-contained HTML and, when a Chromium is available for kaleido, PNG."""
+    browser = chromium_path() if png else None
+    if browser and "BROWSER_PATH" not in os.environ:
+        os.environ["BROWSER_PATH"] = browser
+    written = []
+    for name, figure in figures.items():
+        path = out_dir / f"{name}.html"
+        figure.write_html(path, include_plotlyjs="cdn")
+        written.append(path)
+        if browser:
+            path = out_dir / f"{name}.png"
+            figure.write_image(path, width=1100, height=600)
+            written.append(path)
+    return written
+
+
 def write_report_files(
     report: dict[str, Any],
     out_dir: Path,
     *,
-    csv_columns: Sequence[str],
-    csv_rows: Iterable[dict[str, Any]],
-    tables: dict[str, str],
-    figures: Callable[[dict[str, Any]], dict[str, Any]] | None,
+    csv_files: Mapping[str, tuple[Sequence[str], Rows]],
+    tables: Mapping[str, str],
+    figures: Callable[[dict[str, Any]], Mapping[str, Any]] | None,
     png: bool = True,
+    json_name: str = "report.json",
 ) -> list[Path]:
-    """Write the report's files under ``out_dir``; returns the paths written."""
+    """Write the report as JSON, its CSV files (name -> (columns, rows)), tables and figures; returns the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    path = out_dir / "report.json"
-    path.write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
-    written.append(path)
-    path = out_dir / "metrics.csv"
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(csv_columns))
-        writer.writeheader()
-        writer.writerows(csv_rows)
-    written.append(path)
+    written = [write_json(out_dir / json_name, report)]
+    written += [write_csv(out_dir / name, columns, rows) for name, (columns, rows) in csv_files.items()]
     written += write_tables(out_dir, tables)
     if figures is not None:
         written += write_figures(out_dir, figures(report), png=png)
     return written
+
+
+@dataclass(frozen=True)
+class ReportWriter:
+    """What a design's report folder holds: ``metrics.csv`` (columns, rows), LaTeX tables and figures."""
+
+    csv_columns: Sequence[str]
+    metric_rows: Callable[[dict[str, Any]], Rows]
+    latex_tables: Callable[[dict[str, Any]], Mapping[str, str]]
+    build_figures: Callable[[dict[str, Any]], Mapping[str, Any]]
+
+    def write(self, report: dict[str, Any], out_dir: Path, *, figures: bool = True, png: bool = True) -> list[Path]:
+        """report.json, metrics.csv, LaTeX tables and figures (HTML, PNG) under ``out_dir``."""
+        return write_report_files(
+            report,
+            out_dir,
+            csv_files={"metrics.csv": (self.csv_columns, self.metric_rows(report))},
+            tables=self.latex_tables(report),
+            figures=self.build_figures if figures else None,
+            png=png,
+        )

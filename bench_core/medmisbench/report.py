@@ -1,4 +1,4 @@
-"""Presentation of a MedMisBench report object: terminal tables, CSV, LaTeX and Plotly figures.
+"""The files of a MedMisBench report: CSV, LaTeX tables and Plotly figures (terminal tables: ``cli/medmisbench``).
 
 Everything here reads the dict built by ``bench_core.medmisbench.metrics.medmisbench_report`` and
 computes nothing new, so every output shows the same numbers as ``bench report --json``.
@@ -6,84 +6,18 @@ computes nothing new, so every output shows the same numbers as ``bench report -
 
 from __future__ import annotations
 
-import csv
-import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from bench_core.kernel import latex
 from bench_core.kernel.latex import escape as latex_escape  # noqa: F401  (public: report.latex_escape)
+from bench_core.kernel.report_files import ReportWriter, latex_table, pct
+from bench_core.kernel.rundir import RunDesign
 from bench_core.medmisbench import taxonomy
+from bench_core.medmisbench.metrics import medmisbench_report
+from bench_core.medmisbench.run import BENCHMARK, is_run_dir, read_run_data
 
 METRICS = (("accuracy", "n", None), ("asr", "n_clean_correct", "n_flipped"), ("tasr", "n_clean_correct", "n_targeted"))
-
-
-def _pct(value: float | None, missing: str = "–") -> str:
-    return missing if value is None else f"{100 * value:.1f}"
-
-
-def _with_ci(block: dict[str, Any], rate: str) -> str:
-    value = block.get(rate)
-    ci = block.get(f"{rate}_ci")
-    if value is None:
-        return "–"
-    return f"{_pct(value)} ({_pct(ci[0])}–{_pct(ci[1])})" if ci else _pct(value)
-
-
-def print_report(report: dict[str, Any], console: Console) -> None:
-    """Readable tables: per model and condition, the mean across models, and Type 1 ASR by stratum."""
-    console.rule(f"MedMisBench: {report.get('run_dir', '')}")
-    console.print(
-        f"{report['n_evaluable']} evaluable item(s) of {report['n_items']}; {len(report['skipped'])} skipped. "
-        "Rates in %, Wilson 95% CI in brackets.",
-        highlight=False,
-    )
-    for name, model in report["models"].items():
-        table = Table(title=f"{name}: overall (pooled over subsets)", title_justify="left")
-        for column in ("condition", "n", "accuracy", "ASR", "TASR", "ΔASR def.", "unparseable", "failed"):
-            table.add_column(column, justify="left" if column == "condition" else "right", no_wrap=True)
-        for condition, block in model["conditions"].items():
-            table.add_row(
-                condition,
-                str(block["n"]),
-                _with_ci(block, "accuracy"),
-                _with_ci(block, "asr"),
-                _with_ci(block, "tasr"),
-                _pct(block.get("asr_delta")) if "asr_delta" in block else "",
-                str(block["n_unparseable"]),
-                str(block["n_failed"]),
-            )
-        console.print(table)
-    if len(report["models"]) > 1:
-        mean = Table(title="Mean across models")
-        for column in ("condition", "accuracy", "ASR", "TASR"):
-            mean.add_column(column)
-        for condition, block in report["mean"]["conditions"].items():
-            mean.add_row(condition, _pct(block.get("accuracy")), _pct(block.get("asr")), _pct(block.get("tasr")))
-        console.print(mean)
-    for stratum in ("subset", "provenance", "content"):
-        strata = Table(title=f"Type 1 / Type 2 ASR by {stratum}")
-        strata.add_column(stratum)
-        for name in report["models"]:
-            strata.add_column(f"{name} T1")
-            strata.add_column(f"{name} T2")
-        values = sorted({v for m in report["models"].values() for v in m["strata"][stratum]})
-        for value in values:
-            row = [value]
-            for model in report["models"].values():
-                blocks = model["strata"][stratum].get(value, {})
-                row += [_with_ci(blocks.get("type1", {}), "asr"), _with_ci(blocks.get("type2", {}), "asr")]
-            strata.add_row(*row)
-        console.print(strata)
-    if report["skipped"]:
-        skipped = ", ".join(f"{s['item_id']} ({s['reason']})" for s in report["skipped"])
-        console.print(f"Skipped: {skipped}", highlight=False)
 
 
 # -- CSV ------------------------------------------------------------------------------------------
@@ -118,18 +52,7 @@ def metric_rows(report: dict[str, Any]) -> Iterator[dict[str, Any]]:
                     }
 
 
-def write_csv(report: dict[str, Any], path: Path) -> None:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(metric_rows(report))
-
-
 # -- LaTeX ----------------------------------------------------------------------------------------
-
-
-def _latex_table(caption: str, label: str, header: list[str], rows: list[list[str]]) -> str:
-    return latex.table(caption, label, header, rows, placement="t")
 
 
 def latex_tables(report: dict[str, Any]) -> dict[str, str]:
@@ -144,15 +67,15 @@ def latex_tables(report: dict[str, Any]) -> dict[str, str]:
         for name, model in models.items():
             row = [name]
             for s in subsets:
-                row.append(_pct(model["strata"]["subset"].get(s, {}).get(condition, {}).get(metric)))
-            row.append(_pct(model["conditions"].get(condition, {}).get(metric)))
+                row.append(pct(model["strata"]["subset"].get(s, {}).get(condition, {}).get(metric)))
+            row.append(pct(model["conditions"].get(condition, {}).get(metric)))
             rows.append(row)
         if len(models) > 1:
             mean = report["mean"]
             row = ["Mean"]
             for s in subsets:
-                row.append(_pct(mean["strata"]["subset"].get(s, {}).get(condition, {}).get(metric)))
-            row.append(_pct(mean["conditions"].get(condition, {}).get(metric)))
+                row.append(pct(mean["strata"]["subset"].get(s, {}).get(condition, {}).get(metric)))
+            row.append(pct(mean["conditions"].get(condition, {}).get(metric)))
             rows.append(row)
         return rows
 
@@ -166,7 +89,7 @@ def latex_tables(report: dict[str, Any]) -> dict[str, str]:
         ("type2", "asr", "Type 2 attack success rate (%)"),
     ):
         if any(condition in m["conditions"] for m in models.values()):
-            tables[f"{condition}_{metric}"] = _latex_table(
+            tables[f"{condition}_{metric}"] = latex_table(
                 caption + ". Overall pools counts over subsets; Mean averages models.",
                 f"tab:medmisbench-{condition}-{metric}",
                 header,
@@ -180,10 +103,10 @@ def latex_tables(report: dict[str, Any]) -> dict[str, str]:
             row = [name]
             for model in models.values():
                 blocks = model["strata"][stratum].get(value, {})
-                row += [_pct(blocks.get("type1", {}).get("asr")), _pct(blocks.get("type2", {}).get("asr"))]
+                row += [pct(blocks.get("type1", {}).get("asr")), pct(blocks.get("type2", {}).get("asr"))]
             rows.append(row)
         header_s = [stratum.capitalize()] + [f"{n} {t}" for n in models for t in ("T1 ASR", "T2 ASR")]
-        tables[f"asr_by_{stratum}"] = _latex_table(
+        tables[f"asr_by_{stratum}"] = latex_table(
             f"Type 1 and Type 2 ASR (%) by {stratum}", f"tab:medmisbench-asr-{stratum}", header_s, rows
         )
     return tables
@@ -240,7 +163,7 @@ def build_figures(report: dict[str, Any]) -> dict[str, Any]:
         z = [[cells.get(f"{c} x {p}", {}).get("type1", {}).get("asr") for p in provenances] for c in contents]
         text = [
             [
-                f"{_pct(cells.get(f'{c} x {p}', {}).get('type1', {}).get('asr'))}"
+                f"{pct(cells.get(f'{c} x {p}', {}).get('type1', {}).get('asr'))}"
                 f" (n={cells.get(f'{c} x {p}', {}).get('type1', {}).get('n_clean_correct', 0)})"
                 for p in provenances
             ]
@@ -284,52 +207,13 @@ def build_figures(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def chromium_path() -> str | None:
-    """The Chromium that kaleido renders PNG figures with (BROWSER_PATH, Debian's, or on PATH), if any."""
-    for candidate in (os.environ.get("BROWSER_PATH"), "/usr/bin/chromium", shutil.which("chromium")):
-        if candidate and Path(candidate).exists():
-            return candidate
-    return None
+WRITER = ReportWriter(CSV_COLUMNS, metric_rows, latex_tables, build_figures)
+write_report = WRITER.write
 
 
-def write_report(report: dict[str, Any], out_dir: Path, *, figures: bool = True, png: bool = True) -> list[Path]:
-    """Write report.json, metrics.csv, LaTeX tables and figures (HTML, PNG) under ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    path = out_dir / "report.json"
-    path.write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
-    written.append(path)
-    path = out_dir / "metrics.csv"
-    write_csv(report, path)
-    written.append(path)
-    written += write_tables(out_dir, latex_tables(report))
-    if figures:
-        written += write_figures(out_dir, build_figures(report), png=png)
-    return written
+def build_report(run_dir: Path) -> dict[str, Any]:
+    """The ``bench report --json`` object of a MedMisBench run directory."""
+    return medmisbench_report(read_run_data(run_dir))
 
 
-def write_tables(out_dir: Path, tables: dict[str, str]) -> list[Path]:
-    """One ``<name>.tex`` file per LaTeX table."""
-    written = []
-    for name, text in tables.items():
-        path = out_dir / f"{name}.tex"
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
-
-
-def write_figures(out_dir: Path, figures: dict[str, Any], *, png: bool = True) -> list[Path]:
-    """Each Plotly figure as self-contained HTML and, when a Chromium is available for kaleido, PNG."""
-    browser = chromium_path() if png else None
-    if browser and "BROWSER_PATH" not in os.environ:
-        os.environ["BROWSER_PATH"] = browser
-    written = []
-    for name, figure in figures.items():
-        path = out_dir / f"{name}.html"
-        figure.write_html(path, include_plotlyjs="cdn")
-        written.append(path)
-        if browser:
-            path = out_dir / f"{name}.png"
-            figure.write_image(path, width=1100, height=600)
-            written.append(path)
-    return written
+DESIGN = RunDesign(BENCHMARK, is_run_dir, build_report, write_report)

@@ -1,4 +1,4 @@
-"""Presentation of a with-tools vs without-tools comparison: terminal tables, JSON, CSV, LaTeX, Plotly.
+"""The files of a with-tools vs without-tools comparison: JSON, CSV, LaTeX, Plotly (terminal tables: ``cli``).
 
 Everything here reads the object built by ``bench_core.mitigation.metrics.compare_runs`` and
 computes nothing new, so every output shows the numbers of ``bench compare --json``.
@@ -7,17 +7,12 @@ Rates are shown in %, differences (with - without) in percentage points.
 
 from __future__ import annotations
 
-import csv
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from bench_core.kernel import latex
-from bench_core.medmisbench.report import write_figures, write_tables
+from bench_core.kernel.report_files import p_value, pct, write_report_files
 
 FLIP_COLUMNS = (
     "model", "item_key", "subset", "condition", "kind", "gold", "type1_target", "answer_without", "answer_with",
@@ -28,118 +23,21 @@ METRIC_COLUMNS = ("model", "condition", "metric", "scope", "k_without", "n_witho
                   "rate_without", "rate_with", "diff", "diff_ci_low", "diff_ci_high", "p_value")  # fmt: skip
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
+def rate_cell(block: dict[str, Any]) -> str:
+    """``"38.2 (34/89)"``: a rate in % with its counts."""
+    return f"{pct(block['rate'])} ({block['k']}/{block['n']})"
 
 
-def _rate(block: dict[str, Any]) -> str:
-    return f"{_pct(block['rate'])} ({block['k']}/{block['n']})"
-
-
-def _diff(value: float | None, ci: list[float] | None) -> str:
+def diff_cell(value: float | None, ci: list[float] | None) -> str:
+    """A difference in percentage points with its CI: ``"+4.5 (+1.0 to +8.0)"``."""
     if value is None:
         return "–"
-    text = f"{100 * value:+.1f}"
-    return f"{text} ({100 * ci[0]:+.1f} to {100 * ci[1]:+.1f})" if ci else text
+    text = pct(value, signed=True)
+    return f"{text} ({pct(ci[0], signed=True)} to {pct(ci[1], signed=True)})" if ci else text
 
 
-def _p(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
-
-
-def _mean(stats: dict[str, Any]) -> str:
+def mean_cell(stats: dict[str, Any]) -> str:
     return "–" if stats["mean"] is None else f"{stats['mean']:.2f}"
-
-
-# -- terminal -------------------------------------------------------------------------------------
-
-
-def print_comparison(comparison: dict[str, Any], console: Console) -> None:
-    """Readable tables per model: accuracy, ASR/TASR (own and matched), tool use, flip cases."""
-    console.rule(f"With vs without tools: {comparison['with_dir']} vs {comparison['without_dir']}")
-    console.print(
-        f"{comparison['n_items_common']} item(s) in both runs. Rates in %, differences (with - without) in "
-        "percentage points with 95% CI: Newcombe paired for accuracy and matched ASR/TASR, Newcombe unpaired "
-        "for each run's own ASR/TASR; p: McNemar exact.",
-        highlight=False,
-    )
-    for name, model in comparison["models"].items():
-        accuracy = Table(title=f"{name}: accuracy on items answered in both runs", title_justify="left")
-        for column in ("condition", "n", "without", "with", "Δ (95% CI)", "fixed", "caused", "p"):
-            accuracy.add_column(column, justify="left" if column == "condition" else "right", no_wrap=True)
-        for condition, block in model["conditions"].items():
-            a = block["accuracy"]
-            accuracy.add_row(
-                condition,
-                str(a["n"]),
-                _pct(a["without"]["rate"]),
-                _pct(a["with"]["rate"]),
-                _diff(a["diff"], a["diff_ci"]),
-                str(block["n_fixed"]),
-                str(block["n_caused"]),
-                _p(a["mcnemar_p"]),
-            )
-        console.print(accuracy)
-        attack = Table(title=f"{name}: attack success (own clean baseline; matched = clean-correct in both)")
-        for column in ("condition", "metric", "without", "with", "Δ (95% CI)", "matched n", "matched Δ (95% CI)",
-                       "prevented", "caused", "p"):  # fmt: skip
-            attack.add_column(column, justify="left" if column in ("condition", "metric") else "right", no_wrap=True)
-        for condition, block in model["conditions"].items():
-            for metric in ("asr", "tasr"):
-                if metric not in block:
-                    continue
-                own, matched = block[metric], block[f"{metric}_matched"]
-                attack.add_row(
-                    condition,
-                    metric.upper(),
-                    _rate(own["without"]),
-                    _rate(own["with"]),
-                    _diff(own["diff"], own["diff_ci"]),
-                    str(matched["n"]),
-                    _diff(matched["diff"], matched["diff_ci"]),
-                    str(matched["n_prevented"]),
-                    str(matched["n_caused"]),
-                    _p(matched["mcnemar_p"]),
-                )
-        console.print(attack)
-        use = Table(title=f"{name}: tool use (answered items of the with-tools run)")
-        for column in ("condition", "items", "tool calls/item", "searches/item", "pages/item", "cites visited",
-                       "stop reasons", "tool errors", "failed"):  # fmt: skip
-            use.add_column(
-                column, justify="left" if column in ("condition", "stop reasons", "tool errors") else "right"
-            )
-        for condition, stats in model["tool_use"].items():
-            use.add_row(
-                condition,
-                str(stats["n_items"]),
-                f"{_mean(stats['tool_calls'])} (max {stats['tool_calls']['max'] or 0})",
-                _mean(stats["searches"]),
-                _mean(stats["pages"]),
-                _rate(stats["answers_citing_visited_source"]),
-                ", ".join(f"{k}: {v}" for k, v in stats["stop_reasons"].items()) or "–",
-                ", ".join(f"{k}: {v}" for k, v in stats["tool_errors"].items()) or "–",
-                ", ".join(f"{k}: {v}" for k, v in stats["failed_items"].items()) or "0",
-            )
-        console.print(use)
-        if model["flips"]:
-            flips = Table(title=f"{name}: items where search changed correctness")
-            for column in ("item", "condition", "search", "gold", "without", "with", "ASR flip", "visited", "cited"):
-                flips.add_column(column)
-            for case in model["flips"]:
-                flips.add_row(
-                    case["item_key"],
-                    case["condition"],
-                    case["kind"],
-                    case["gold"],
-                    str(case["answer_without"]),
-                    str(case["answer_with"]),
-                    "prevented" if case["flip_prevented"] else "caused" if case["flip_caused"] else "",
-                    ", ".join(case["visited"]) or "–",
-                    "yes" if case["cited_visited"] else "no",
-                )
-            console.print(flips)
 
 
 # -- CSV ------------------------------------------------------------------------------------------
@@ -173,14 +71,6 @@ def metric_rows(comparison: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 }
 
 
-def _write_csv(path: Path, columns: tuple[str, ...], rows: Iterator[dict[str, Any]] | list[dict[str, Any]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: "; ".join(v) if isinstance(v, list) else v for k, v in row.items()})
-
-
 # -- LaTeX ----------------------------------------------------------------------------------------
 
 
@@ -192,26 +82,26 @@ def latex_tables(comparison: dict[str, Any]) -> dict[str, str]:
         for condition, block in model["conditions"].items():
             a = block["accuracy"]
             accuracy.append(
-                [name, condition, str(a["n"]), _pct(a["without"]["rate"]), _pct(a["with"]["rate"]),
-                 _diff(a["diff"], a["diff_ci"]), _p(a["mcnemar_p"])]
+                [name, condition, str(a["n"]), pct(a["without"]["rate"]), pct(a["with"]["rate"]),
+                 diff_cell(a["diff"], a["diff_ci"]), p_value(a["mcnemar_p"])]
             )  # fmt: skip
             row = [name, condition, str(block["n_fixed"]), str(block["n_caused"])]
             for metric in ("asr", "tasr"):
                 if metric not in block:
                     continue
                 own, matched = block[metric], block[f"{metric}_matched"]
-                matched_text = _diff(matched["diff"], matched["diff_ci"]) + f" [n={matched['n']}]"
+                matched_text = diff_cell(matched["diff"], matched["diff_ci"]) + f" [n={matched['n']}]"
                 attack.append(
-                    [name, condition, metric.upper(), _rate(own["without"]), _rate(own["with"]),
-                     _diff(own["diff"], own["diff_ci"]), matched_text]
+                    [name, condition, metric.upper(), rate_cell(own["without"]), rate_cell(own["with"]),
+                     diff_cell(own["diff"], own["diff_ci"]), matched_text]
                 )  # fmt: skip
             matched = block.get("asr_matched")
             row += [str(matched["n_prevented"]), str(matched["n_caused"])] if matched else ["–", "–"]
             flips.append(row)
         for condition, stats in model["tool_use"].items():
             use.append(
-                [name, condition, str(stats["n_items"]), _mean(stats["tool_calls"]), _mean(stats["searches"]),
-                 _mean(stats["pages"]), _rate(stats["answers_citing_visited_source"]),
+                [name, condition, str(stats["n_items"]), mean_cell(stats["tool_calls"]), mean_cell(stats["searches"]),
+                 mean_cell(stats["pages"]), rate_cell(stats["answers_citing_visited_source"]),
                  str(sum(stats["failed_items"].values()))]
             )  # fmt: skip
     tables = {
@@ -317,18 +207,13 @@ def write_comparison(
     comparison: dict[str, Any], out_dir: Path, *, figures: bool = True, png: bool = True
 ) -> list[Path]:
     """comparison.json, comparison.csv, flips.csv, LaTeX tables and figures (HTML, PNG) under ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    path = out_dir / "comparison.json"
-    path.write_text(json.dumps(comparison, indent=2, ensure_ascii=False), encoding="utf-8")
-    written.append(path)
-    path = out_dir / "comparison.csv"
-    _write_csv(path, METRIC_COLUMNS, metric_rows(comparison))
-    written.append(path)
-    path = out_dir / "flips.csv"
-    _write_csv(path, FLIP_COLUMNS, [{"model": n, **c} for n, m in comparison["models"].items() for c in m["flips"]])
-    written.append(path)
-    written += write_tables(out_dir, latex_tables(comparison))
-    if figures:
-        written += write_figures(out_dir, build_figures(comparison), png=png)
-    return written
+    flips = [{"model": n, **c} for n, m in comparison["models"].items() for c in m["flips"]]
+    return write_report_files(
+        comparison,
+        out_dir,
+        json_name="comparison.json",
+        csv_files={"comparison.csv": (METRIC_COLUMNS, metric_rows(comparison)), "flips.csv": (FLIP_COLUMNS, flips)},
+        tables=latex_tables(comparison),
+        figures=build_figures if figures else None,
+        png=png,
+    )

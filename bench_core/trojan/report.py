@@ -1,4 +1,4 @@
-"""Presentation of a Trojan (retracted-paper contamination) report, laid out like the seed paper's results table.
+"""The files of a Trojan (retracted-paper contamination) report, laid out like the seed paper's results table.
 
 Reads the dict of ``bench_core.trojan.metrics.trojan_report`` and computes nothing new.
 """
@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from bench_core.kernel.report_files import latex_table, write_report_files
+from bench_core.kernel.report_files import ReportWriter, latex_table
+from bench_core.kernel.rundir import RunDesign
+from bench_core.trojan.metrics import trojan_report
+from bench_core.trojan.run import BENCHMARK, is_run_dir, read_run_data
 
 COLUMNS = (
     "model",
@@ -35,7 +35,7 @@ def _fixed(value: float | None, digits: int = 4) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def _rows(report: dict[str, Any]) -> list[list[str]]:
+def results_rows(report: dict[str, Any]) -> list[list[str]]:
     return [
         [
             name,
@@ -67,26 +67,6 @@ HEADER = [
 ]
 
 
-def print_report(report: dict[str, Any], console: Console) -> None:
-    """The seed's results table (total = judged items N; flagged and failed items are outside N)."""
-    console.rule(f"Retracted-paper contamination: {report.get('run_dir', '')}")
-    provenance = report.get("provenance") or {}
-    source = provenance.get("source_url") or provenance.get("dataset_url") or "(not given)"
-    checksum = str(provenance.get("sha256") or provenance.get("file_checksum") or "–")
-    console.print(
-        f"{report['n_records']} record(s); source {source}, sha256 {checksum[:16]}…",
-        highlight=False,
-    )
-    table = Table()
-    for column in HEADER:
-        table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True)
-    for row in _rows(report):
-        table.add_row(*row)
-    console.print(table)
-    judges = sorted({j for m in report["models"].values() for j in m["judge_models"]})
-    console.print(f"judge: {', '.join(judges) or '(none yet)'}", highlight=False)
-
-
 def metric_rows(report: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for name, model in sorted(report["models"].items()):
         yield {column: (name if column == "model" else model.get(column)) for column in COLUMNS} | {
@@ -101,7 +81,7 @@ def latex_tables(report: dict[str, Any]) -> dict[str, str]:
             "are outside it)",
             "tab:trojan-results",
             HEADER,
-            _rows(report),
+            results_rows(report),
         )
     }
 
@@ -138,13 +118,13 @@ def build_figures(report: dict[str, Any]) -> dict[str, Any]:
     return {"judge_labels": stacked, "polluted_vs_antipollution": trade}
 
 
-def write_report(report: dict[str, Any], out_dir: Path, *, figures: bool = True, png: bool = True) -> list[Path]:
-    return write_report_files(
-        report,
-        out_dir,
-        csv_columns=COLUMNS,
-        csv_rows=metric_rows(report),
-        tables=latex_tables(report),
-        figures=build_figures if figures else None,
-        png=png,
-    )
+WRITER = ReportWriter(COLUMNS, metric_rows, latex_tables, build_figures)
+write_report = WRITER.write
+
+
+def build_report(run_dir: Path) -> dict[str, Any]:
+    """The ``bench report --json`` object of a Trojan run directory."""
+    return trojan_report(read_run_data(run_dir))
+
+
+DESIGN = RunDesign(BENCHMARK, is_run_dir, build_report, write_report)

@@ -76,7 +76,7 @@ def _healthcontradict_and_trojan_tables() -> dict[str, str]:
     from bench_core.trojan.metrics import trojan_report
     from bench_core.trojan.run import TrojanRunData
     from tests.bench_core.healthcontradict.test_metrics import GOLD, TOPIC, _predictions
-    from tests.bench_core.healthcontradict.test_report import _trace
+    from tests.bench_core.trojan.test_report import _trace
 
     instances = [
         HCInstance(instance_id=f"i{k}", topic_id=TOPIC[k], query="Q?", query_stance=GOLD[k], doc_a="a", doc_b="b")

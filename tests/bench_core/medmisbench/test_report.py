@@ -9,13 +9,13 @@ import shutil
 import pytest
 from rich.console import Console
 
+from bench_core.cli.medmisbench import print_report
 from bench_core.medmisbench.metrics import medmisbench_report
 from bench_core.medmisbench.report import (
     build_figures,
     latex_escape,
     latex_tables,
     metric_rows,
-    print_report,
     write_report,
 )
 from tests.bench_core.medmisbench.test_metrics import _run_data
