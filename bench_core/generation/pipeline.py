@@ -56,9 +56,8 @@ from bench_core.generation.prompts import (
 from bench_core.generation.sources import SourceReport
 from bench_core.kernel import rundir
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import append_jsonl, config_hash, merge_or_refuse, read_jsonl, write_atomic
+from bench_core.kernel.rundir import append_jsonl, config_hash, merge_or_refuse, read_jsonl, seeded_int, write_atomic
 from bench_core.kernel.runner import Job, Runner, RunSummary
-from bench_core.kernel.stats import seeded_int
 from bench_core.kernel.store import FAILED, OK, ResultKey, ResultStore
 from bench_core.medmisbench import taxonomy
 from bench_core.medmisbench.items import InjectionBundle, MCQItem

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_core.generation.pipeline import BENCHMARK_DIR, Plan, is_generation_dir, read_bundles, read_outcomes
-from bench_core.kernel.stats import seeded_int
+from bench_core.kernel.rundir import seeded_int
 from bench_core.medmisbench import taxonomy
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.items import MCQItem

@@ -7,7 +7,8 @@ Each benchmark design keeps its own item file (MedMisBench ``items.jsonl``, Heal
 - the log of invocations (``runs.jsonl``, one line per command; never a secret) and lenient reading
   of side files appended one flushed line at a time;
 - ``config_hash``: the 12-hex-digit SHA-256 of the settings that shape a call, the config part of
-  every result key;
+  every result key; ``seeded_int``, the stable hash behind seeded draws (Type 1 targets, provenance
+  frames, sensitivity subsets), so a draw is the same in every run;
 - ``merge_or_refuse``: a rerun into the same directory adds the rows it brings, and refuses the run if
   a row saved under the same key differs (results of the two would not be comparable);
 - ``RunDesign`` and ``find_run_dirs``: how ``bench report`` tells which design a directory belongs to.
@@ -34,6 +35,15 @@ _MISSING = object()
 def config_hash(value: Any) -> str:
     """The config part of result keys: 12 hex digits of the SHA-256 of ``value`` as sorted-key JSON."""
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def seeded_int(*parts: object) -> int:
+    """A stable 64-bit integer from ``parts`` (joined with U+001F), for seeded draws and orderings.
+
+    Unlike ``hash()`` it is the same in every process, and unlike a seeded ``random.Random`` walked in
+    file order, a draw keyed by (seed, item) does not depend on which other items are loaded.
+    """
+    return int.from_bytes(hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()[:8], "big")
 
 
 def append_manifest(run_dir: Path, benchmark: str, manifest: dict[str, Any], *, file: str = RUNS_FILE) -> None:

@@ -25,21 +25,11 @@ Reference values in the tests come from R's ``contingencytables`` package.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
-
-
-def seeded_int(*parts: object) -> int:
-    """A stable 64-bit integer from ``parts`` (joined with U+001F), for seeded draws and orderings.
-
-    Unlike ``hash()`` it is the same in every process, and unlike a seeded ``random.Random`` walked in
-    file order, a draw keyed by (seed, item) does not depend on which other items are loaded.
-    """
-    return int.from_bytes(hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()[:8], "big")
 
 
 def wilson_interval(successes: int, n: int, alpha: float = 0.05) -> tuple[float, float] | None:

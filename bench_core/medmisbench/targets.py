@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from bench_core.kernel.stats import seeded_int
+from bench_core.kernel.rundir import seeded_int
 from bench_core.medmisbench.items import MCQItem
 
 DEFAULT_SEED = 20260101
