@@ -1,5 +1,5 @@
 """``python -m bench_core ...`` runs the ``bench`` command group (same as ``medrev bench ...``)."""
 
-from bench_core.cli.main import app
+from bench_core.cli import app
 
 app(prog_name="python -m bench_core")

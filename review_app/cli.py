@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bench_core.cli.main import app as bench_app
+from bench_core.cli import app as bench_app
 from review_app.cli_support import console, friendly_errors
 from review_app.review_cli import app as review_app
 from review_app.stats_cli import app as stats_app

@@ -84,6 +84,16 @@ class MCQItem(BaseModel):
     def wrong_labels(self) -> list[str]:
         return [label for label in self.options if label != self.gold]
 
+    @property
+    def content_type(self) -> str | None:
+        """The bundle's content type (taxonomy id), or None for an item without injections."""
+        return self.injection.content_type if self.injection else None
+
+    @property
+    def provenance(self) -> str | None:
+        """The bundle's provenance frame (taxonomy id), or None for an item without injections."""
+        return self.injection.provenance if self.injection else None
+
     def usable_bundle_problem(self) -> str | None:
         """Why this item's bundle cannot be delivered (SPEC 1.2), or None when it can.
 

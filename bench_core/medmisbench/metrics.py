@@ -28,11 +28,9 @@ from bench_core.medmisbench.run import BENCHMARK, PreparedItem, ResponseRecord, 
 
 STRATA: dict[str, Callable[[PreparedItem], str | None]] = {
     "subset": lambda p: p.item.subset,
-    "content": lambda p: p.item.injection.content_type if p.item.injection else None,
-    "provenance": lambda p: p.item.injection.provenance if p.item.injection else None,
-    "content_x_provenance": lambda p: (
-        f"{p.item.injection.content_type} x {p.item.injection.provenance}" if p.item.injection else None
-    ),
+    "content": lambda p: p.item.content_type,
+    "provenance": lambda p: p.item.provenance,
+    "content_x_provenance": lambda p: f"{p.item.content_type} x {p.item.provenance}" if p.item.injection else None,
 }
 RATE_KEYS = ("accuracy", "asr", "tasr")
 

@@ -256,11 +256,11 @@ class ResponseRecord:
 
     @property
     def content_type(self) -> str | None:
-        return self.item.injection.content_type if self.item.injection else None
+        return self.item.content_type
 
     @property
     def provenance(self) -> str | None:
-        return self.item.injection.provenance if self.item.injection else None
+        return self.item.provenance
 
     @property
     def injected_sentences(self) -> list[str]:
