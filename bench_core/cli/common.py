@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from bench_core.kernel.report_files import pct
+from bench_core.kernel.runner import RetryPolicy, Runner
 from bench_core.kernel.store import ResultStore
 
 err = Console(stderr=True)
@@ -20,6 +22,19 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """Print an error naming what is wrong and exit (2: bad input)."""
     err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
     raise typer.Exit(code)
+
+
+def make_runner(store: ResultStore, *, concurrency: int, timeout: float, progress: bool, retry: RetryPolicy) -> Runner:
+    """The runner of a bench command, its progress bar on stderr."""
+    return Runner(store, concurrency=concurrency, retry=retry, timeout=timeout, progress=progress, console=err)
+
+
+def finish_run(store: ResultStore, summary: str, *, failed: int) -> None:
+    """Close the store, print the run's one-line account, and exit 1 when calls failed (they can be retried)."""
+    store.close()
+    err.print(summary, highlight=False)
+    if failed:
+        raise typer.Exit(1)
 
 
 def run_to_end(main: Callable[[], Awaitable[T]], store: ResultStore, models: Sequence[Any]) -> T:
@@ -49,3 +64,19 @@ def pct_ci(block: dict[str, Any], rate: str) -> str:
     if value is None:
         return "–"
     return f"{pct(value)} ({pct(ci[0])}–{pct(ci[1])})" if ci else pct(value)
+
+
+def table(
+    title: str | None,
+    columns: Sequence[str],
+    *,
+    left: Collection[str] = (),
+    no_wrap: bool = False,
+    title_justify: str = "left",
+) -> Table:
+    """A terminal table whose ``left`` columns (default: the first) are left-aligned and the rest, numbers, right."""
+    left = set(left) or {columns[0]}
+    out = Table(title=title, title_justify=title_justify)  # type: ignore[arg-type]
+    for column in columns:
+        out.add_column(column, justify="left" if column in left else "right", no_wrap=no_wrap)
+    return out

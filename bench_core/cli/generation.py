@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench_core.cli.common import err, fail, run_to_end
+from bench_core.cli.common import err, fail, make_runner, run_to_end
 from bench_core.kernel.report_files import pct
+from bench_core.kernel.runner import RetryPolicy
 from bench_core.medmisbench.targets import DEFAULT_SEED
 
 
@@ -39,15 +41,9 @@ class _Endpoint:
         )
 
     def runner(self, store):
-        from bench_core.kernel.runner import RetryPolicy, Runner
-
-        return Runner(
-            store,
-            concurrency=self.concurrency,
-            retry=RetryPolicy(max_attempts=self.call_attempts, max_total=self.max_total, base_delay=self.backoff),
-            timeout=self.timeout,
-            progress=self.progress,
-            console=err,
+        retry = RetryPolicy(max_attempts=self.call_attempts, max_total=self.max_total, base_delay=self.backoff)
+        return make_runner(
+            store, concurrency=self.concurrency, timeout=self.timeout, progress=self.progress, retry=retry
         )
 
 
@@ -413,62 +409,48 @@ PER_SUBSET = typer.Option(None, "--per-subset", help="Items per subset, e.g. MED
 SIZE = typer.Option(None, "--size", min=1, help="Total items, split over subsets in proportion (default: all).")
 
 
-def regenerate(
-    from_: Path = FROM,
-    model: str = MODEL,
-    base_url: str = BASE_URL,
-    out: Path = SENSITIVITY_OUT,
-    per_subset: str | None = PER_SUBSET,
-    size: int | None = SIZE,
-    seed: int = SEED,
-    max_attempts: int = MAX_ATTEMPTS,
-    structured: str = STRUCTURED,
-    retry_failed: bool = RETRY_FAILED,
-    concurrency: int = CONCURRENCY,
-    temperature: float | None = TEMPERATURE,
-    max_tokens: int | None = MAX_TOKENS,
-    reasoning_effort: str | None = REASONING_EFFORT,
-    api_key_env: str | None = API_KEY_ENV,
-    provider: str = PROVIDER,
-    timeout: float = TIMEOUT,
-    call_attempts: int = CALL_ATTEMPTS,
-    max_total: float = MAX_TOTAL,
-    backoff: float = BACKOFF,
-    max_tokens_param: str = MAX_TOKENS_PARAM,
-    progress: bool = PROGRESS,
-) -> None:
-    """Generator sensitivity: another generator rewrites a stratified subset (item, target, labels held fixed)."""
-    options = {k: v for k, v in locals().items() if k not in ("from_", "out", "per_subset", "size")}
-    _sensitivity("regenerate", from_, out, per_subset, size, **options)
+def _sensitivity_command(kind: str, help_text: str) -> Callable[..., None]:
+    """A sensitivity command (``regenerate`` or ``reassign-provenance``): the same flags, its own kind and help."""
+
+    def command(
+        from_: Path = FROM,
+        model: str = MODEL,
+        base_url: str = BASE_URL,
+        out: Path = SENSITIVITY_OUT,
+        per_subset: str | None = PER_SUBSET,
+        size: int | None = SIZE,
+        seed: int = SEED,
+        max_attempts: int = MAX_ATTEMPTS,
+        structured: str = STRUCTURED,
+        retry_failed: bool = RETRY_FAILED,
+        concurrency: int = CONCURRENCY,
+        temperature: float | None = TEMPERATURE,
+        max_tokens: int | None = MAX_TOKENS,
+        reasoning_effort: str | None = REASONING_EFFORT,
+        api_key_env: str | None = API_KEY_ENV,
+        provider: str = PROVIDER,
+        timeout: float = TIMEOUT,
+        call_attempts: int = CALL_ATTEMPTS,
+        max_total: float = MAX_TOTAL,
+        backoff: float = BACKOFF,
+        max_tokens_param: str = MAX_TOKENS_PARAM,
+        progress: bool = PROGRESS,
+    ) -> None:
+        options = {k: v for k, v in locals().items() if k not in ("from_", "out", "per_subset", "size", "kind")}
+        _sensitivity(kind, from_, out, per_subset, size, **options)
+
+    command.__doc__ = help_text
+    return command
 
 
-def reassign_provenance(
-    from_: Path = FROM,
-    model: str = MODEL,
-    base_url: str = BASE_URL,
-    out: Path = SENSITIVITY_OUT,
-    per_subset: str | None = PER_SUBSET,
-    size: int | None = SIZE,
-    seed: int = SEED,
-    max_attempts: int = MAX_ATTEMPTS,
-    structured: str = STRUCTURED,
-    retry_failed: bool = RETRY_FAILED,
-    concurrency: int = CONCURRENCY,
-    temperature: float | None = TEMPERATURE,
-    max_tokens: int | None = MAX_TOKENS,
-    reasoning_effort: str | None = REASONING_EFFORT,
-    api_key_env: str | None = API_KEY_ENV,
-    provider: str = PROVIDER,
-    timeout: float = TIMEOUT,
-    call_attempts: int = CALL_ATTEMPTS,
-    max_total: float = MAX_TOTAL,
-    backoff: float = BACKOFF,
-    max_tokens_param: str = MAX_TOKENS_PARAM,
-    progress: bool = PROGRESS,
-) -> None:
-    """Provenance sensitivity: forward and reverse cyclic reassignment of a stratified subset, rewritten per frame."""
-    options = {k: v for k, v in locals().items() if k not in ("from_", "out", "per_subset", "size")}
-    _sensitivity("reassign", from_, out, per_subset, size, **options)
+regenerate = _sensitivity_command(
+    "regenerate",
+    "Generator sensitivity: another generator rewrites a stratified subset (item, target, labels held fixed).",
+)
+reassign_provenance = _sensitivity_command(
+    "reassign",
+    "Provenance sensitivity: forward and reverse cyclic reassignment of a stratified subset, rewritten per frame.",
+)
 
 
 def compare_runs(

@@ -8,11 +8,11 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from bench_core.cli.common import err, fail, pct_ci, run_to_end
+from bench_core.cli.common import fail, finish_run, make_runner, pct_ci, run_to_end, table
 from bench_core.kernel.errors import DatasetError
 from bench_core.kernel.report_files import p_value, pct
+from bench_core.kernel.runner import RetryPolicy
 
 
 def run_healthcontradict(
@@ -72,7 +72,6 @@ def run_healthcontradict(
         build_jobs,
         write_instances,
     )
-    from bench_core.kernel.runner import RetryPolicy, Runner
     from bench_core.kernel.store import ResultStore
 
     if (base_url is None) == (hf is None):
@@ -175,25 +174,19 @@ def run_healthcontradict(
     )
     jobs = build_jobs(instances, chosen, chat_model, template_set, settings, counter=counter, label=label)
     store = ResultStore(out)
-    runner = Runner(
-        store,
-        concurrency=per_endpoint,
-        retry=RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff),
-        timeout=timeout if timeout is not None else (3600.0 if hf is not None else 300.0),
-        progress=progress,
-        console=err,
-    )
+    if timeout is None:
+        timeout = 3600.0 if hf is not None else 300.0
+    retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
+    runner = make_runner(store, concurrency=per_endpoint, timeout=timeout, progress=progress, retry=retry)
     summary = run_to_end(
         lambda: runner.run(jobs, retry_failed=retry_failed, description=label or model), store, [chat_model]
     )
-    store.close()
-    err.print(
+    finish_run(
+        store,
         f"{summary.succeeded} calls succeeded, {summary.failed} failed, {summary.already_done} already done, "
         f"{summary.skipped_failed} earlier failures not retried (use --retry-failed). Results: {store.path}",
-        highlight=False,
+        failed=summary.failed,
     )
-    if summary.failed:
-        raise typer.Exit(1)
 
 
 def _fixed(value: float | None, digits: int = 2) -> str:
@@ -209,11 +202,10 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         highlight=False,
     )
     for name, model in report["models"].items():
-        table = Table(title=f"{name}", title_justify="left")
-        for column in ("template", "n", "accuracy", "macro-F1", "unparseable", "failed", "truncated"):
-            table.add_column(column, justify="left" if column == "template" else "right", no_wrap=True)
+        columns = ("template", "n", "accuracy", "macro-F1", "unparseable", "failed", "truncated")
+        rates = table(f"{name}", columns, no_wrap=True)
         for template, block in model["templates"].items():
-            table.add_row(
+            rates.add_row(
                 template,
                 str(block["n"]),
                 pct_ci(block, "accuracy"),
@@ -222,15 +214,13 @@ def print_report(report: dict[str, Any], console: Console) -> None:
                 str(block["n_failed"]),
                 str(block["n_truncated"]),
             )
-        console.print(table)
+        console.print(rates)
         console.print(
             f"OR = P(wrong under CC | wrong under NC): {pct_ci(model, 'or_rate')} [{model['or_k']}/{model['or_n']}]   "
             f"VM = P(wrong under IC | right under NC): {pct_ci(model, 'vm_rate')} [{model['vm_k']}/{model['vm_n']}]",
             highlight=False,
         )
-        pairs = Table(title=f"{name}: template pairs", title_justify="left")
-        for column in ("pair", "b", "c", "McNemar χ²", "p", "agreement"):
-            pairs.add_column(column, justify="left" if column == "pair" else "right")
+        pairs = table(f"{name}: template pairs", ("pair", "b", "c", "McNemar χ²", "p", "agreement"))
         for pair, test in model["mcnemar"].items():
             pairs.add_row(
                 pair,

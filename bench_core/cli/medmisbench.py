@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench_core.cli.common import err, fail, pct_ci, run_to_end
+from bench_core.cli.common import err, fail, finish_run, make_runner, pct_ci, run_to_end, table
 from bench_core.kernel.errors import DatasetError
 from bench_core.kernel.report_files import pct
 from bench_core.medmisbench.conditions import parse_conditions
@@ -74,7 +74,7 @@ def run_medmisbench(
 ) -> None:
     """Evaluate one model on MedMisBench under clean / Type 1 / Type 2 delivery (optionally with search tools)."""
     from bench_core.kernel.providers import make_chat_model
-    from bench_core.kernel.runner import RetryPolicy, Runner
+    from bench_core.kernel.runner import RetryPolicy
     from bench_core.kernel.store import ResultStore
     from bench_core.medmisbench.data import load_medmisbench
     from bench_core.medmisbench.prompts import DEFAULT_TEMPLATE_ID, get_template
@@ -172,43 +172,29 @@ def run_medmisbench(
     store = ResultStore(out)
     if harness is None:
         jobs = build_jobs(prepared, chosen, chat_model, delivery, settings, label=label)
-        runner = Runner(
-            store,
-            concurrency=concurrency,
-            retry=RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff),
-            timeout=timeout,
-            progress=progress,
-            console=err,
-        )
+        retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
+        runner = make_runner(store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry)
     else:
         from bench_core.mitigation.harness import build_harness_jobs
 
         jobs = build_harness_jobs(prepared, chosen, harness, delivery, settings, label=label)
         # One attempt per item: the harness retries each model call itself, and retrying a whole item
         # would repeat its searches. The item's own time budget bounds it; the margin lets it report.
-        runner = Runner(
-            store,
-            concurrency=concurrency,
-            retry=RetryPolicy(max_attempts=1),
-            timeout=time_budget + 30,
-            progress=progress,
-            console=err,
-        )
+        retry = RetryPolicy(max_attempts=1)
+        runner = make_runner(store, concurrency=concurrency, timeout=time_budget + 30, progress=progress, retry=retry)
     summary = run_to_end(
         lambda: runner.run(jobs, retry_failed=retry_failed, description=f"{label or model}"),
         store,
         [harness or chat_model],
     )
-    store.close()
     skipped = [p for p in prepared if p.skipped is not None]
-    err.print(
+    finish_run(
+        store,
         f"{summary.succeeded} calls succeeded, {summary.failed} failed, {summary.already_done} already done, "
         f"{summary.skipped_failed} earlier failures not retried (use --retry-failed); "
         f"{len(skipped)} item(s) skipped (unusable bundle). Results: {store.path}",
-        highlight=False,
+        failed=summary.failed,
     )
-    if summary.failed:
-        raise typer.Exit(1)
 
 
 def print_report(report: dict[str, Any], console: Console) -> None:
@@ -220,11 +206,10 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         highlight=False,
     )
     for name, model in report["models"].items():
-        table = Table(title=f"{name}: overall (pooled over subsets)", title_justify="left")
-        for column in ("condition", "n", "accuracy", "ASR", "TASR", "ΔASR def.", "unparseable", "failed"):
-            table.add_column(column, justify="left" if column == "condition" else "right", no_wrap=True)
+        columns = ("condition", "n", "accuracy", "ASR", "TASR", "ΔASR def.", "unparseable", "failed")
+        overall = table(f"{name}: overall (pooled over subsets)", columns, no_wrap=True)
         for condition, block in model["conditions"].items():
-            table.add_row(
+            overall.add_row(
                 condition,
                 str(block["n"]),
                 pct_ci(block, "accuracy"),
@@ -234,7 +219,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
                 str(block["n_unparseable"]),
                 str(block["n_failed"]),
             )
-        console.print(table)
+        console.print(overall)
     if len(report["models"]) > 1:
         mean = Table(title="Mean across models")
         for column in ("condition", "accuracy", "ASR", "TASR"):

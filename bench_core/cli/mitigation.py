@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench_core.cli.common import fail
+from bench_core.cli.common import fail, table
 from bench_core.kernel.report_files import p_value, pct
 
 
@@ -60,9 +60,8 @@ def print_comparison(comparison: dict[str, Any], console: Console) -> None:
         highlight=False,
     )
     for name, model in comparison["models"].items():
-        accuracy = Table(title=f"{name}: accuracy on items answered in both runs", title_justify="left")
-        for column in ("condition", "n", "without", "with", "Δ (95% CI)", "fixed", "caused", "p"):
-            accuracy.add_column(column, justify="left" if column == "condition" else "right", no_wrap=True)
+        columns = ("condition", "n", "without", "with", "Δ (95% CI)", "fixed", "caused", "p")
+        accuracy = table(f"{name}: accuracy on items answered in both runs", columns, no_wrap=True)
         for condition, block in model["conditions"].items():
             a = block["accuracy"]
             accuracy.add_row(
@@ -76,10 +75,10 @@ def print_comparison(comparison: dict[str, Any], console: Console) -> None:
                 p_value(a["mcnemar_p"]),
             )
         console.print(accuracy)
-        attack = Table(title=f"{name}: attack success (own clean baseline; matched = clean-correct in both)")
-        for column in ("condition", "metric", "without", "with", "Δ (95% CI)", "matched n", "matched Δ (95% CI)",
-                       "prevented", "caused", "p"):  # fmt: skip
-            attack.add_column(column, justify="left" if column in ("condition", "metric") else "right", no_wrap=True)
+        columns = ("condition", "metric", "without", "with", "Δ (95% CI)", "matched n", "matched Δ (95% CI)",
+                   "prevented", "caused", "p")  # fmt: skip
+        title = f"{name}: attack success (own clean baseline; matched = clean-correct in both)"
+        attack = table(title, columns, left=("condition", "metric"), no_wrap=True, title_justify="center")
         for condition, block in model["conditions"].items():
             for metric in ("asr", "tasr"):
                 if metric not in block:
@@ -98,12 +97,10 @@ def print_comparison(comparison: dict[str, Any], console: Console) -> None:
                     p_value(matched["mcnemar_p"]),
                 )
         console.print(attack)
-        use = Table(title=f"{name}: tool use (answered items of the with-tools run)")
-        for column in ("condition", "items", "tool calls/item", "searches/item", "pages/item", "cites visited",
-                       "stop reasons", "tool errors", "failed"):  # fmt: skip
-            use.add_column(
-                column, justify="left" if column in ("condition", "stop reasons", "tool errors") else "right"
-            )
+        columns = ("condition", "items", "tool calls/item", "searches/item", "pages/item", "cites visited",
+                   "stop reasons", "tool errors", "failed")  # fmt: skip
+        title = f"{name}: tool use (answered items of the with-tools run)"
+        use = table(title, columns, left=("condition", "stop reasons", "tool errors"), title_justify="center")
         for condition, stats in model["tool_use"].items():
             use.add_row(
                 condition,

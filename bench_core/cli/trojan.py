@@ -9,10 +9,10 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from bench_core.cli.common import err, fail, run_to_end
+from bench_core.cli.common import err, fail, finish_run, make_runner, run_to_end, table
 from bench_core.kernel.errors import DatasetError
+from bench_core.kernel.runner import RetryPolicy
 
 ingest_app = typer.Typer(help="Validate benchmark source files and record their provenance.", no_args_is_help=True)
 
@@ -114,7 +114,6 @@ def run_trojan(
 ) -> None:
     """Two-stage retracted-paper contamination run: the model answers, a fixed judge scores (1, 0, -1)."""
     from bench_core.kernel.providers import make_chat_model
-    from bench_core.kernel.runner import RetryPolicy, Runner
     from bench_core.kernel.store import ResultStore
     from bench_core.trojan.data import load_retracted
     from bench_core.trojan.prompts import DEFAULT_PROMPTS, get_prompts
@@ -175,14 +174,8 @@ def run_trojan(
         },
     )
     store = ResultStore(out)
-    runner = Runner(
-        store,
-        concurrency=concurrency,
-        retry=RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff),
-        timeout=timeout,
-        progress=progress,
-        console=err,
-    )
+    retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
+    runner = make_runner(store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry)
     summary = run_to_end(
         lambda: run_two_stages(
             runner,
@@ -197,16 +190,14 @@ def run_trojan(
         store,
         [target_model, judge],
     )
-    store.close()
     judged = sum(r.succeeded for r in summary.judge_rounds)
-    err.print(
+    finish_run(
+        store,
         f"answers: {summary.stage_a.succeeded} new, {summary.stage_a.already_done} already done, "
         f"{summary.stage_a.failed} failed; judge calls: {judged} new in {len(summary.judge_rounds)} round(s), "
         f"{sum(r.failed for r in summary.judge_rounds)} failed. Results: {store.path}",
-        highlight=False,
+        failed=summary.failed,
     )
-    if summary.failed:
-        raise typer.Exit(1)
 
 
 def print_report(report: dict[str, Any], console: Console) -> None:
@@ -221,11 +212,9 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         f"{report['n_records']} record(s); source {source}, sha256 {checksum[:16]}…",
         highlight=False,
     )
-    table = Table()
-    for column in HEADER:
-        table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True)
+    results = table(None, HEADER, no_wrap=True)
     for row in results_rows(report):
-        table.add_row(*row)
-    console.print(table)
+        results.add_row(*row)
+    console.print(results)
     judges = sorted({j for m in report["models"].values() for j in m["judge_models"]})
     console.print(f"judge: {', '.join(judges) or '(none yet)'}", highlight=False)

@@ -56,7 +56,14 @@ from bench_core.generation.prompts import (
 from bench_core.generation.sources import SourceReport
 from bench_core.kernel import rundir
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import append_jsonl, config_hash, merge_or_refuse, read_jsonl, seeded_int, write_atomic
+from bench_core.kernel.rundir import (
+    HashedSettings,
+    append_jsonl,
+    merge_or_refuse,
+    read_jsonl,
+    seeded_int,
+    write_atomic,
+)
 from bench_core.kernel.runner import Job, Runner, RunSummary
 from bench_core.kernel.store import FAILED, OK, ResultKey, ResultStore
 from bench_core.medmisbench import taxonomy
@@ -96,7 +103,7 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class GenerationSettings:
+class GenerationSettings(HashedSettings):
     """Everything that shapes the generator's requests; hashed into the result keys.
 
     ``max_attempts`` (validation attempts per stage) is not hashed: raising it on a rerun
@@ -147,10 +154,6 @@ class GenerationSettings:
             "max_tokens": self.max_tokens,
             "reasoning_effort": self.reasoning_effort,
         }
-
-    @property
-    def config_hash(self) -> str:
-        return config_hash(self.as_dict())
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 from bench_core.healthcontradict.metrics import healthcontradict_report
@@ -242,13 +241,5 @@ def build_figures(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-WRITER = ReportWriter(CSV_COLUMNS, metric_rows, latex_tables, build_figures)
-write_report = WRITER.write
-
-
-def build_report(run_dir: Path) -> dict[str, Any]:
-    """The ``bench report --json`` object of a HealthContradict run directory."""
-    return healthcontradict_report(read_run_data(run_dir))
-
-
-DESIGN = RunDesign(BENCHMARK, is_run_dir, build_report, write_report)
+write_report = ReportWriter(CSV_COLUMNS, metric_rows, latex_tables, build_figures).write
+DESIGN = RunDesign(BENCHMARK, is_run_dir, read_run_data, healthcontradict_report, write_report)

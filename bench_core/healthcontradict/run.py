@@ -27,7 +27,14 @@ from bench_core.healthcontradict.data import HCInstance
 from bench_core.healthcontradict.prompts import TEMPLATE_ORDER, HCTemplate, HCTemplateSet
 from bench_core.healthcontradict.scoring import YesNo, predict
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import RUNS_FILE, append_jsonl, append_manifest, config_hash, merge_or_refuse, read_jsonl
+from bench_core.kernel.rundir import (
+    RUNS_FILE,
+    HashedSettings,
+    append_jsonl,
+    append_manifest,
+    merge_or_refuse,
+    read_jsonl,
+)
 from bench_core.kernel.runner import Job
 from bench_core.kernel.store import ResultKey, ResultStore
 
@@ -153,7 +160,7 @@ def fit_prompt(
 
 
 @dataclass(frozen=True)
-class HCSettings:
+class HCSettings(HashedSettings):
     """Everything that changes a call other than the instance and template; hashed into result keys."""
 
     template_set: str
@@ -180,10 +187,6 @@ class HCSettings:
             "max_context_tokens": self.max_context_tokens,
             "chat_template": self.chat_template,
         }
-
-    @property
-    def config_hash(self) -> str:
-        return config_hash(self.as_dict())
 
 
 def nc_item(topic_id: int) -> str:

@@ -41,6 +41,17 @@ def latex_table(caption: str, label: str, header: list[str], rows: list[list[str
     return latex.table(caption, label, header, rows, placement="t")
 
 
+def error_bars(values: Sequence[float | None], cis: Sequence[Sequence[float] | None]) -> dict[str, Any]:
+    """Plotly ``error_y`` for rates with (possibly asymmetric, possibly missing) confidence intervals."""
+    pairs = list(zip(values, cis, strict=True))
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [ci[1] - v if ci and v is not None else 0 for v, ci in pairs],
+        "arrayminus": [v - ci[0] if ci and v is not None else 0 for v, ci in pairs],
+    }
+
+
 def chromium_path() -> str | None:
     """The Chromium that kaleido renders PNG figures with (BROWSER_PATH, Debian's, or on PATH), if any."""
     for candidate in (os.environ.get("BROWSER_PATH"), "/usr/bin/chromium", shutil.which("chromium")):

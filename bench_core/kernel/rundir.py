@@ -37,6 +37,21 @@ def config_hash(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+class HashedSettings:
+    """Settings of a design's calls: ``as_dict()`` is everything that shapes a request, ``config_hash`` its hash.
+
+    Two calls with the same item, condition, model and endpoint are the same call only when their
+    settings hash the same, so a change of any setting starts new result keys instead of mixing in.
+    """
+
+    def as_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def config_hash(self) -> str:
+        return config_hash(self.as_dict())
+
+
 def seeded_int(*parts: object) -> int:
     """A stable 64-bit integer from ``parts`` (joined with U+001F), for seeded draws and orderings.
 
@@ -128,12 +143,17 @@ def merge_or_refuse(
 
 @dataclass(frozen=True)
 class RunDesign:
-    """How ``bench report`` recognises one design's run directory and builds and writes its report."""
+    """How ``bench report`` recognises one design's run directory, reads it, computes and writes its report."""
 
     benchmark: str
     is_run_dir: Callable[[Path], bool]
-    build: Callable[[Path], dict[str, Any]]
+    read_run: Callable[[Path], Any]
+    metrics: Callable[[Any], dict[str, Any]]
     write_report: Callable[..., list[Path]]
+
+    def build(self, run_dir: Path) -> dict[str, Any]:
+        """The ``bench report --json`` object of ``run_dir``."""
+        return self.metrics(self.read_run(run_dir))
 
 
 def design_of(path: Path, designs: Sequence[RunDesign]) -> RunDesign | None:

@@ -7,11 +7,10 @@ computes nothing new, so every output shows the same numbers as ``bench report -
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from bench_core.kernel.latex import escape as latex_escape  # noqa: F401  (public: report.latex_escape)
-from bench_core.kernel.report_files import ReportWriter, latex_table, pct
+from bench_core.kernel.report_files import ReportWriter, error_bars, latex_table, pct
 from bench_core.kernel.rundir import RunDesign
 from bench_core.medmisbench import taxonomy
 from bench_core.medmisbench.metrics import medmisbench_report
@@ -143,12 +142,7 @@ def build_figures(report: dict[str, Any]) -> dict[str, Any]:
             name=name,
             x=conditions,
             y=values,
-            error_y={
-                "type": "data",
-                "symmetric": False,
-                "array": [ci[1] - v if ci and v is not None else 0 for ci, v in zip(cis, values, strict=True)],
-                "arrayminus": [v - ci[0] if ci and v is not None else 0 for ci, v in zip(cis, values, strict=True)],
-            },
+            error_y=error_bars(values, cis),
         )
     accuracy.update_layout(
         title="Accuracy by condition (Wilson 95% CI)", yaxis={"range": [0, 1], "tickformat": ".0%"}, barmode="group"
@@ -207,13 +201,5 @@ def build_figures(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-WRITER = ReportWriter(CSV_COLUMNS, metric_rows, latex_tables, build_figures)
-write_report = WRITER.write
-
-
-def build_report(run_dir: Path) -> dict[str, Any]:
-    """The ``bench report --json`` object of a MedMisBench run directory."""
-    return medmisbench_report(read_run_data(run_dir))
-
-
-DESIGN = RunDesign(BENCHMARK, is_run_dir, build_report, write_report)
+write_report = ReportWriter(CSV_COLUMNS, metric_rows, latex_tables, build_figures).write
+DESIGN = RunDesign(BENCHMARK, is_run_dir, read_run_data, medmisbench_report, write_report)

@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import RUNS_FILE, append_jsonl, append_manifest, config_hash, merge_or_refuse, read_jsonl
+from bench_core.kernel.rundir import (
+    RUNS_FILE,
+    HashedSettings,
+    append_jsonl,
+    append_manifest,
+    merge_or_refuse,
+    read_jsonl,
+)
 from bench_core.kernel.runner import Job
 from bench_core.kernel.store import ResultKey, ResultStore
 from bench_core.medmisbench.answers import extract_answer
@@ -76,7 +83,7 @@ def prepare_items(items: Iterable[MCQItem], *, seed: int = DEFAULT_SEED) -> list
 
 
 @dataclass(frozen=True)
-class EvalSettings:
+class EvalSettings(HashedSettings):
     """Everything that changes the request other than the item and condition; hashed into result keys."""
 
     temperature: float | None = 0.0
@@ -93,10 +100,6 @@ class EvalSettings:
             "template": self.template_id,
             "seed": self.seed,
         }
-
-    @property
-    def config_hash(self) -> str:
-        return config_hash(self.as_dict())
 
 
 def build_jobs(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_core.kernel import latex
-from bench_core.kernel.report_files import p_value, pct, write_report_files
+from bench_core.kernel.report_files import error_bars, p_value, pct, write_report_files
 
 FLIP_COLUMNS = (
     "model", "item_key", "subset", "condition", "kind", "gold", "type1_target", "answer_without", "answer_with",
@@ -147,16 +147,6 @@ def latex_tables(comparison: dict[str, Any]) -> dict[str, str]:
 # -- figures --------------------------------------------------------------------------------------
 
 
-def _error_bars(values: list[float | None], cis: list[list[float] | None]) -> dict[str, Any]:
-    pairs = list(zip(values, cis, strict=True))
-    return {
-        "type": "data",
-        "symmetric": False,
-        "array": [ci[1] - v if ci and v is not None else 0 for v, ci in pairs],
-        "arrayminus": [v - ci[0] if ci and v is not None else 0 for v, ci in pairs],
-    }
-
-
 def build_figures(comparison: dict[str, Any]) -> dict[str, Any]:
     """Plotly figures: rates without vs with tools (Wilson CIs), flip counts, tool calls per item."""
     import plotly.graph_objects as go
@@ -175,7 +165,7 @@ def build_figures(comparison: dict[str, Any]) -> dict[str, Any]:
                         x.append(f"{condition} {metric.upper()}")
                         y.append(block[metric][side]["rate"])
                         cis.append(block[metric][side]["ci"])
-            rates.add_bar(name=f"{name} {side} tools", x=x, y=y, error_y=_error_bars(y, cis))
+            rates.add_bar(name=f"{name} {side} tools", x=x, y=y, error_y=error_bars(y, cis))
     rates.update_layout(
         title="Without vs with search tools (Wilson 95% CI)",
         barmode="group",

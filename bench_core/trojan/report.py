@@ -6,7 +6,6 @@ Reads the dict of ``bench_core.trojan.metrics.trojan_report`` and computes nothi
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from bench_core.kernel.report_files import ReportWriter, latex_table
@@ -118,13 +117,5 @@ def build_figures(report: dict[str, Any]) -> dict[str, Any]:
     return {"judge_labels": stacked, "polluted_vs_antipollution": trade}
 
 
-WRITER = ReportWriter(COLUMNS, metric_rows, latex_tables, build_figures)
-write_report = WRITER.write
-
-
-def build_report(run_dir: Path) -> dict[str, Any]:
-    """The ``bench report --json`` object of a Trojan run directory."""
-    return trojan_report(read_run_data(run_dir))
-
-
-DESIGN = RunDesign(BENCHMARK, is_run_dir, build_report, write_report)
+write_report = ReportWriter(COLUMNS, metric_rows, latex_tables, build_figures).write
+DESIGN = RunDesign(BENCHMARK, is_run_dir, read_run_data, trojan_report, write_report)

@@ -33,7 +33,15 @@ from typing import Any
 
 from bench_core.kernel.errors import DatasetError, RowIssue
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import RUNS_FILE, append_manifest, config_hash, merge_or_refuse, read_jsonl, write_atomic
+from bench_core.kernel.rundir import (
+    RUNS_FILE,
+    HashedSettings,
+    append_manifest,
+    config_hash,
+    merge_or_refuse,
+    read_jsonl,
+    write_atomic,
+)
 from bench_core.kernel.runner import Job, Runner, RunSummary
 from bench_core.kernel.store import OK, ResultKey, ResultStore
 from bench_core.trojan.data import RetractedDataset, RetractedRecord, validate_records
@@ -67,7 +75,7 @@ def _attempt_of(condition: str) -> int | None:
 
 
 @dataclass(frozen=True)
-class StageSettings:
+class StageSettings(HashedSettings):
     """Decoding settings of one stage and the prompt version; hashed into result keys."""
 
     prompts: str
@@ -77,10 +85,6 @@ class StageSettings:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @property
-    def config_hash(self) -> str:
-        return config_hash(self.as_dict())
 
 
 @dataclass(frozen=True)

@@ -55,9 +55,10 @@ def test_find_run_dirs_asks_each_design_in_order(tmp_path: Path):
     (tmp_path / "a-run" / "first").touch()
     (tmp_path / "b-run" / "second").touch()
     designs = [
-        RunDesign("first", lambda d: (d / "first").exists(), lambda d: {}, lambda *a, **k: []),
-        RunDesign("second", lambda d: (d / "second").exists(), lambda d: {}, lambda *a, **k: []),
+        RunDesign("first", lambda d: (d / "first").exists(), lambda d: d.name, lambda run: {"run": run}, print),
+        RunDesign("second", lambda d: (d / "second").exists(), lambda d: d.name, lambda run: {"run": run}, print),
     ]
     found = [(path.name, design.benchmark) for path, design in find_run_dirs(tmp_path, designs)]
     assert found == [("a-run", "first"), ("b-run", "second")]
-    assert [d.benchmark for _, d in find_run_dirs(tmp_path / "b-run", designs)] == ["second"]
+    ((path, design),) = find_run_dirs(tmp_path / "b-run", designs)
+    assert design.benchmark == "second" and design.build(path) == {"run": "b-run"}
