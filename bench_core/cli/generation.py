@@ -234,7 +234,7 @@ def generate(
         },
     )
     result = _execute(run, endpoint, retry_failed=retry_failed, label=model)
-    _report(out, Console(stderr=True))
+    _report(out, err)
     if result["provider_errors"]:
         raise typer.Exit(1)
 
@@ -394,7 +394,7 @@ def _print_comparison(out: Path) -> None:
         table.add_column(column)
     for row in rows:
         table.add_row(*(str(cell) for cell in row))
-    Console(stderr=True).print(table)
+    err.print(table)
     page = html_page(f"Sensitivity: {comparison['kind']}", [html_table("Bundles by variant", header, rows)])
     (out / "comparison.html").write_text(page, encoding="utf-8")
 
