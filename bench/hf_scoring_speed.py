@@ -22,19 +22,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_core.datasets.healthcontradict import HCInstance  # noqa: E402
-from bench_core.healthcontradict_run import HCSettings, TokenizerCounter, build_jobs  # noqa: E402
-from bench_core.prompts.healthcontradict import get_template_set  # noqa: E402
-from bench_core.providers.hf_logits import HFLogitModel  # noqa: E402
-from bench_core.runner import Runner  # noqa: E402
-from bench_core.store import ResultStore  # noqa: E402
+from bench_core.healthcontradict.data import HCInstance  # noqa: E402
+from bench_core.healthcontradict.hf_logits import HFLogitModel  # noqa: E402
+from bench_core.healthcontradict.prompts import get_template_set  # noqa: E402
+from bench_core.healthcontradict.run import HCSettings, TokenizerCounter, build_jobs  # noqa: E402
+from bench_core.kernel.runner import Runner  # noqa: E402
+from bench_core.kernel.store import ResultStore  # noqa: E402
 
 
 def build_model(target: Path, hidden: int, layers: int) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from tests.bench_core.tiny_lm import build_tiny_lm
+    from tests.bench_core.healthcontradict.tiny_lm import build_tiny_lm
 
     build_tiny_lm(target)  # tokenizer (and a tiny model, replaced below)
     tokenizer_vocab = LlamaForCausalLM.from_pretrained(target).config.vocab_size

@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_core.search.local import LocalSearch  # noqa: E402
-from tests.bench_core.search.test_local import QUERIES  # noqa: E402
+from bench_core.mitigation.search.local import LocalSearch  # noqa: E402
+from tests.bench_core.mitigation.search.test_local import QUERIES  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "medical_corpus"
 WORD = re.compile(r"[^\W_]+")

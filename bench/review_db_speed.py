@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 from sqlalchemy import insert, select, text, update
 
-from bench_core import taxonomy
+from bench_core.medmisbench import taxonomy
 from review_app.db.engine import make_engine, read_session, write_session
 from review_app.db.migrate import upgrade
 from review_app.db.models import Annotation, AnnotationScore, Assignment, Reviewer, utcnow

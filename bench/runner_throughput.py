@@ -28,11 +28,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_core.parsing import extract_answer  # noqa: E402
-from bench_core.providers.base import ChatRequest, ChatResponse  # noqa: E402
-from bench_core.providers.openai_compat import OpenAICompatModel  # noqa: E402
-from bench_core.runner import Job, RetryPolicy, Runner  # noqa: E402
-from bench_core.store import ResultKey, ResultStore  # noqa: E402
+from bench_core.kernel.providers.base import ChatRequest, ChatResponse  # noqa: E402
+from bench_core.kernel.providers.openai_compat import OpenAICompatModel  # noqa: E402
+from bench_core.kernel.runner import Job, RetryPolicy, Runner  # noqa: E402
+from bench_core.kernel.store import ResultKey, ResultStore  # noqa: E402
+from bench_core.medmisbench.answers import extract_answer  # noqa: E402
 
 INSPECT_PIN = "inspect-ai==0.3.285"
 OPTIONS = {"A": "first", "B": "second", "C": "third", "D": "fourth"}

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 
-from bench_core.datasets import DatasetError
+from bench_core.kernel.errors import DatasetError
 from review_app.services.errors import ServiceError
 
 console = Console(soft_wrap=True)  # long paths stay on one line for scripts and logs

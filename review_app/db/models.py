@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlmodel import Field, SQLModel
 
-from bench_core.taxonomy import CONTENT_TYPE_IDS, PROVENANCE_IDS
+from bench_core.medmisbench import CONTENT_TYPE_IDS, PROVENANCE_IDS
 
 ROLES = ("reviewer", "lead", "admin")
 ASSIGNMENT_STATUSES = ("assigned", "in_progress", "submitted", "skipped", "withdrawn")

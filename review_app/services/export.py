@@ -47,7 +47,7 @@ import pandas as pd
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
-from bench_core.latex import packages
+from bench_core.kernel.latex import packages
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.db.engine import write_session
 from review_app.db.models import Item, ModelResponse, Study, Task, utcnow

@@ -1,4 +1,4 @@
-"""The export's LaTeX tables (booktabs, escaped by ``bench_core.latex``), ready to paste into a paper."""
+"""The export's LaTeX tables (booktabs, escaped by ``bench_core.kernel.latex``), ready to paste into a paper."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from bench_core.latex import Latex
-from bench_core.latex import escape as latex_escape
-from bench_core.latex import table as booktabs_table
+from bench_core.kernel.latex import Latex
+from bench_core.kernel.latex import escape as latex_escape
+from bench_core.kernel.latex import table as booktabs_table
 from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
 from review_app.analysis.harm_model import HarmModelResult
 from review_app.analysis.rubric_a import COMPOSITE

@@ -119,8 +119,8 @@ RAW_COLUMNS: dict[str, str] = {
     C.slot: "Rater slot on the task (1 = first rater, 2 = second, ...).",
     C.flags: "Disposition flags the rater ticked, separated by ';' (keys from the rubric).",
     C.subset: "Benchmark subset of the item (e.g. MEDMISQA).",
-    C.content_type: "Content type of the injected misinformation (bench_core.taxonomy id).",
-    C.provenance: "Provenance frame of the injected misinformation (bench_core.taxonomy id).",
+    C.content_type: "Content type of the injected misinformation (bench_core.medmisbench.taxonomy id).",
+    C.provenance: "Provenance frame of the injected misinformation (bench_core.medmisbench.taxonomy id).",
     C.model: "Model whose response was reviewed (response rubrics; empty for Rubric A).",
     C.auto_label: "Automatic FAIL/SUCCESS label of the response (empty when none).",
     "annotation_id": "Id of the annotation revision in force.",
@@ -282,8 +282,8 @@ TASK_COLUMNS: dict[str, str] = {
     "unit_key": "Key of the review unit: rubric, then i<item id> or r<response id>.",
     C.subset: "Benchmark subset of the item.",
     "language": "Language of the item (ISO code).",
-    C.content_type: "Content type of the injected misinformation (bench_core.taxonomy id).",
-    C.provenance: "Provenance frame of the injected misinformation (bench_core.taxonomy id).",
+    C.content_type: "Content type of the injected misinformation (bench_core.medmisbench.taxonomy id).",
+    C.provenance: "Provenance frame of the injected misinformation (bench_core.medmisbench.taxonomy id).",
 }
 RESPONSE_COLUMNS: dict[str, str] = {
     C.model: "Model whose response was reviewed.",

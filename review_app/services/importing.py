@@ -21,11 +21,9 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, tuple_
 from sqlmodel import Session, select
 
-from bench_core.datasets import DatasetError, RowIssue
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.datasets.tabular import cell, iter_rows, tabular_files
-from bench_core.schema import MCQItem
-from bench_core.targets import DEFAULT_SEED, draw_type1_target
+from bench_core.kernel.errors import DatasetError, RowIssue
+from bench_core.kernel.tabular import cell, iter_rows, tabular_files
+from bench_core.medmisbench import DEFAULT_SEED, MCQItem, draw_type1_target, load_medmisbench
 from review_app.db.engine import write_session
 from review_app.db.models import AUTO_LABELS, ImportBatch, Item, ModelResponse, Reviewer, utcnow
 from review_app.services import audit
@@ -89,8 +87,8 @@ def detect_kind(path: str | Path) -> str:
     """Guess what a file holds from its columns (or, for a folder, whether it is a bench run)."""
     path = Path(path)
     if path.is_dir():
-        from bench_core import trojan_run
-        from bench_core.medmisbench_run import is_run_dir
+        from bench_core import trojan as trojan_run
+        from bench_core.medmisbench import is_run_dir
 
         if is_run_dir(path):
             return "run"
@@ -140,8 +138,8 @@ def item_row(item: MCQItem, *, target_seed: int = DEFAULT_SEED, target: str | No
         "question": item.question,
         "options": [[label, text] for label, text in item.options.items()],
         "gold_label": item.gold,
-        "content_type": item.injection.content_type if item.injection else None,
-        "provenance": item.injection.provenance if item.injection else None,
+        "content_type": item.content_type,
+        "provenance": item.provenance,
         "injections": dict(item.injection.sentences) if item.injection else None,
         "target_label": target if target is not None else draw_type1_target(item, target_seed),
         "payload": {
@@ -335,9 +333,9 @@ def _response_row(raw: dict[str, Any], items: dict[str, list[Item]], *, file: st
     candidates = items.get(item_id, [])
     subset = _pick(raw, "subset")
     if subset is not None:
-        from bench_core.taxonomy import canonical_subset
+        from bench_core.medmisbench import taxonomy
 
-        candidates = [c for c in candidates if c.subset == canonical_subset(subset)]
+        candidates = [c for c in candidates if c.subset == taxonomy.canonical_subset(subset)]
     if not candidates:
         return issue("item_id", f"no imported item has id {item_id!r}; import the items first")
     if len(candidates) > 1:
@@ -406,7 +404,7 @@ def import_run(
     Responses keep the run's model label as the model configuration, and the endpoint, config
     hash, template and generation settings in their payload (never API keys: runs hold none).
     """
-    from bench_core.medmisbench_run import RunDirError, read_run_data
+    from bench_core.medmisbench import RunDirError, read_run_data
 
     run_dir = Path(run_dir)
     try:
@@ -468,7 +466,7 @@ def import_judge_run(
 
     Flagged traces (no judge label) are imported too: clinicians can still give their label.
     """
-    from bench_core.trojan_run import RunDirError, read_traces
+    from bench_core.trojan import RunDirError, read_traces
 
     path = Path(path)
     try:

@@ -22,6 +22,7 @@ from sqlalchemy import Engine, case, func, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
+from bench_core.medmisbench import taxonomy
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import (
     Annotation,
@@ -92,6 +93,10 @@ class TaskMaterial:
     reasoning: str | None = None
     retracted: dict[str, Any] = field(default_factory=dict)
     judge: dict[str, Any] = field(default_factory=dict)
+    # the taxonomy entries of the labels (display name, definition, requires, not applicable when), so
+    # pages show the inline definitions without importing bench_core
+    content_definition: taxonomy.ContentType | None = None
+    provenance_definition: taxonomy.Provenance | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +257,8 @@ def material(item: Item, response: ModelResponse | None, rubric_key: str) -> Tas
         "gold_label": item.gold_label,
         "content_type": item.content_type,
         "provenance": item.provenance,
+        "content_definition": taxonomy.content_type(item.content_type) if item.content_type else None,
+        "provenance_definition": taxonomy.provenance(item.provenance) if item.provenance else None,
     }
     if "target" in rubric.shows:
         view["target_label"] = target

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine, func
 from sqlmodel import select
 
-from bench_core import taxonomy
+from bench_core.medmisbench import taxonomy
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import Item, ModelResponse, Study, Task
 from review_app.rubrics import get_rubric

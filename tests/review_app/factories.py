@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from bench_core import taxonomy
+from bench_core.medmisbench import taxonomy
 from review_app.services import accounts, importing
 
 SUBSETS = ("MEDMISQA", "MEDMISMCQA", "MEDMISXPERTQA", "MEDMISHLE", "MEDMISJOURNEY")

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 import review_app
-from bench_core import taxonomy
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.language import detect_language
-from bench_core.schema import MCQItem
-from bench_core.targets import draw_type1_target
+from bench_core.kernel.text import detect_language
+from bench_core.medmisbench import taxonomy
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.items import MCQItem
+from bench_core.medmisbench.targets import draw_type1_target
 
 DEMO = Path(review_app.__file__).resolve().parent / "demo_data"
 ROSTER_COLUMNS = ["username", "display_name", "role", "profession", "country", "years", "languages", "email"]

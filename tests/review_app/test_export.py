@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from bench_core import latex
+from bench_core.kernel import latex
 from review_app.analysis import agreement
 from review_app.cli import app
 from review_app.db.engine import dispose_engines, get_engine

@@ -15,16 +15,16 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from bench_core import latex
-from bench_core.cli import app as bench_app
-from bench_core.compare_report import latex_tables as comparison_tables
-from bench_core.medmisbench_run import read_run_data
-from bench_core.metrics.medmisbench import medmisbench_report
-from bench_core.metrics.mitigation import compare_runs
-from bench_core.report import latex_tables as report_tables
+from bench_core.cli.main import app as bench_app
+from bench_core.kernel import latex
+from bench_core.medmisbench.metrics import medmisbench_report
+from bench_core.medmisbench.report import latex_tables as report_tables
+from bench_core.medmisbench.run import read_run_data
+from bench_core.mitigation.metrics import compare_runs
+from bench_core.mitigation.report import latex_tables as comparison_tables
 from review_app.services import export
-from tests.bench_core.harness_agent import CORPUS_DIR, ITEMS_DIR, EvidenceAgent
-from tests.bench_core.test_metrics_medmisbench import _run_data
+from tests.bench_core.medmisbench.test_metrics import _run_data
+from tests.bench_core.mitigation.harness_agent import CORPUS_DIR, ITEMS_DIR, EvidenceAgent
 from tests.fakes.openai_server import FakeOpenAIServer
 
 from .test_export import build_study
@@ -68,14 +68,15 @@ def _bench_tables(tmp_path) -> dict[str, str]:
 
 def _healthcontradict_and_trojan_tables() -> dict[str, str]:
     """HealthContradict and retracted-paper report tables, with model names full of special characters."""
-    from bench_core import report_healthcontradict, report_trojan
-    from bench_core.datasets.healthcontradict import HCInstance
-    from bench_core.healthcontradict_run import HCRunData
-    from bench_core.metrics.healthcontradict import healthcontradict_report
-    from bench_core.metrics.retracted import trojan_report
-    from bench_core.trojan_run import TrojanRunData
-    from tests.bench_core.test_metrics_healthcontradict import GOLD, TOPIC, _predictions
-    from tests.bench_core.test_report_hc_trojan import _trace
+    from bench_core.healthcontradict import report as report_healthcontradict
+    from bench_core.healthcontradict.data import HCInstance
+    from bench_core.healthcontradict.metrics import healthcontradict_report
+    from bench_core.healthcontradict.run import HCRunData
+    from bench_core.trojan import report as report_trojan
+    from bench_core.trojan.metrics import trojan_report
+    from bench_core.trojan.run import TrojanRunData
+    from tests.bench_core.healthcontradict.test_metrics import GOLD, TOPIC, _predictions
+    from tests.bench_core.trojan.test_report import _trace
 
     instances = [
         HCInstance(instance_id=f"i{k}", topic_id=TOPIC[k], query="Q?", query_stance=GOLD[k], doc_a="a", doc_b="b")

@@ -50,6 +50,9 @@ def test_material_follows_the_protocol_and_is_blinded(setup):
     a_material = a_view.material
     assert a_material.target_label and a_material.target_sentence.startswith("misleading")
     assert a_material.response_text is None and a_material.model_answer is None
+    # the inline definitions travel with the material (pages never look up bench_core's taxonomy)
+    assert a_material.content_definition.id == a_material.content_type and a_material.content_definition.requires
+    assert a_material.provenance_definition.id == a_material.provenance and a_material.provenance_definition.definition
     b_id = reviewing.next_assignment(engine, ben.id, rubric="B")
     ben_b = reviewing.open_task(engine, b_id, ben.id)
     # Ana submits her Rubric B scores on the same task; Ben must never see them.

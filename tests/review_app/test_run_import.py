@@ -4,13 +4,13 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from bench_core.datasets.medmisbench import load_medmisbench
-from bench_core.medmisbench_run import prepare_items
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.run import prepare_items
 from review_app.cli import app
 from review_app.db.engine import dispose_engines, get_engine, read_session
 from review_app.db.models import Item, ModelResponse, Study
 from review_app.services import importing, studies
-from tests.bench_core.scenario import answer_book
+from tests.bench_core.medmisbench.scenario import answer_book
 from tests.fakes.openai_server import ScriptedPolicy
 
 runner = CliRunner()

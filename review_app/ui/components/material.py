@@ -13,7 +13,6 @@ import html
 
 import streamlit as st
 
-from bench_core import taxonomy
 from review_app.services.reviewing import TaskMaterial
 
 STYLE = """
@@ -93,15 +92,15 @@ def context_card(title: str, sentences: list[tuple[str | None, str]], language: 
 
 def taxonomy_card(view: TaskMaterial) -> str:
     parts = []
-    if view.content_type:
-        content = taxonomy.content_type(view.content_type)
+    if view.content_definition:
+        content = view.content_definition
         parts.append(
             f'<p class="mr-meta"><b>Content type:</b> {esc(content.display_name)}</p>'
             f'<p class="mr-def">{esc(content.definition)} <i>Requires:</i> {esc(content.requires)} '
             f"<i>Not applicable when:</i> {esc(content.not_applicable_when)}</p>"
         )
-    if view.provenance:
-        frame = taxonomy.provenance(view.provenance)
+    if view.provenance_definition:
+        frame = view.provenance_definition
         parts.append(
             f'<p class="mr-meta"><b>Provenance:</b> {esc(frame.display_name)}</p>'
             f'<p class="mr-def">{esc(frame.definition)}</p>'

@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from bench_core.datasets import DatasetError
-from bench_core.datasets.tabular import iter_rows
+from bench_core.kernel.errors import DatasetError
+from bench_core.kernel.tabular import iter_rows
 from review_app.services import importing
 from review_app.services.errors import ServiceError
 from review_app.ui.session import engine, require_role

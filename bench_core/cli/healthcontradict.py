@@ -1,0 +1,233 @@
+"""``bench run healthcontradict`` (an API model with ``--base-url`` or a local Hugging Face model with ``--hf``),
+and the HealthContradict terminal report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from bench_core.cli.common import fail, finish_run, make_runner, pct_ci, run_to_end, table
+from bench_core.kernel.errors import DatasetError
+from bench_core.kernel.report_files import p_value, pct
+from bench_core.kernel.runner import RetryPolicy
+
+
+def run_healthcontradict(
+    data: Path = typer.Option(
+        ...,
+        "--data",
+        help="Prepared instances file, or a folder laid out like the public repo (query list, documents).",
+    ),
+    model: str = typer.Option(..., "--model", help="Model id sent to the endpoint (or the name recorded for --hf)."),
+    out: Path = typer.Option(..., "--out", help="Run directory (created; reruns resume in it)."),
+    base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible base URL (API scoring)."),
+    hf: Path | None = typer.Option(None, "--hf", help="Local Hugging Face model folder (next-token logit scoring)."),
+    templates: str = typer.Option("NC,CC,IC,CIC,ICC", "--templates", help="Comma list of prompt templates."),
+    queries: Path | None = typer.Option(None, "--queries", help="Query list (query-all.jsonl) when not in --data."),
+    documents: Path | None = typer.Option(
+        None, "--documents", help="Document table (topic_id, doc_id, stance, text) when not in --data."
+    ),
+    pairs: Path | None = typer.Option(None, "--pairs", help="Pair list (doc-contradict.csv); else pair with the seed."),
+    seed: int = typer.Option(42, "--seed", help="Pairing seed base (the authors': 42, plus the topic id)."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N instances."),
+    label_tokens: str = typer.Option("variants", "--label-tokens", help="--hf: variants (default) or original."),
+    batch_size: int = typer.Option(4, "--batch-size", min=1, help="--hf: prompts per forward pass."),
+    max_batch_tokens: int | None = typer.Option(
+        None, "--max-batch-tokens", help="--hf: cap on padded tokens per pass."
+    ),
+    device: str = typer.Option("auto", "--device", help="--hf: auto, cpu, cuda, cuda:1 ..."),
+    dtype: str = typer.Option("auto", "--dtype", help="--hf: auto (fp16 on GPU, fp32 on CPU), float32, bfloat16 ..."),
+    chat_template: bool = typer.Option(False, "--chat-template", help="--hf: wrap prompts in the chat template."),
+    max_context_tokens: int | None = typer.Option(
+        None, "--max-context-tokens", help="Context window for truncation (--hf: default the model's; API: words)."
+    ),
+    logprobs: bool = typer.Option(True, "--logprobs/--no-logprobs", help="API: ask for top logprobs of the answer."),
+    top_logprobs: int = typer.Option(20, "--top-logprobs", min=1, max=20),
+    temperature: float | None = typer.Option(0.0, "--temperature"),
+    max_tokens: int | None = typer.Option(None, "--max-tokens"),
+    reasoning_effort: str | None = typer.Option(None, "--reasoning-effort"),
+    api_key_env: str | None = typer.Option(None, "--api-key-env", help="Name of the env var holding the API key."),
+    provider: str = typer.Option("openai", "--provider", help="openai (any compatible server), anthropic, google."),
+    label: str | None = typer.Option(None, "--label", help="Name shown in reports (default: the model id)."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Concurrent calls per endpoint (API)."),
+    timeout: float | None = typer.Option(None, "--timeout", help="Seconds for one call (default 300; --hf 3600)."),
+    max_attempts: int = typer.Option(6, "--max-attempts", min=1),
+    max_total: float = typer.Option(900.0, "--max-total", help="Seconds allowed for all attempts of one call."),
+    backoff: float = typer.Option(1.0, "--backoff", help="First retry wait in seconds (doubles per attempt)."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Evaluate one model on HealthContradict under the NC, CC, IC, CIC and ICC templates."""
+    from bench_core.healthcontradict.data import load_healthcontradict
+    from bench_core.healthcontradict.prompts import DEFAULT_TEMPLATE_SET, get_template_set, parse_templates
+    from bench_core.healthcontradict.run import (
+        HCSettings,
+        RunDirError,
+        TokenizerCounter,
+        WordCounter,
+        append_run_manifest,
+        build_jobs,
+        write_instances,
+    )
+    from bench_core.kernel.store import ResultStore
+
+    if (base_url is None) == (hf is None):
+        fail("give exactly one of --base-url URL (API model) or --hf MODEL_DIR (local model)")
+    try:
+        chosen = parse_templates(templates)
+        template_set = get_template_set(DEFAULT_TEMPLATE_SET)
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        dataset = load_healthcontradict(data, queries=queries, documents=documents, pairs=pairs, seed=seed)
+    except DatasetError as exc:
+        fail(str(exc))
+    instances = dataset.instances[:limit] if limit else dataset.instances
+    counter = None
+    manifest_model: dict[str, object] = {}
+    if hf is not None:
+        from bench_core.healthcontradict.hf_logits import HFLogitModel
+
+        try:
+            chat_model = HFLogitModel(
+                hf,
+                name=model,
+                label_mode=label_tokens,
+                batch_size=batch_size,
+                max_batch_tokens=max_batch_tokens,
+                max_context_tokens=max_context_tokens,
+                device=device,
+                dtype=dtype,
+                chat_template=chat_template,
+            )
+        except (ImportError, ValueError) as exc:
+            fail(str(exc))
+        counter = TokenizerCounter(chat_model)
+        settings = HCSettings(
+            template_set=template_set.id,
+            scorer="hf",
+            temperature=None,
+            logprobs=False,
+            label_mode=label_tokens,
+            max_context_tokens=chat_model.context_window,
+            chat_template=chat_template,
+        )
+        per_endpoint = 2 * batch_size  # one batch scoring while the next one queues
+        manifest_model = {
+            "provider": "hf",
+            "model_dir": str(chat_model.model_dir),
+            "label_tokens": chat_model.labels.as_dict(),
+            "context_window": chat_model.context_window,
+            "device": str(chat_model.device),
+            "batch_size": batch_size,
+        }
+    else:
+        from bench_core.kernel.providers import make_chat_model
+
+        try:
+            chat_model = make_chat_model(
+                provider, model, base_url=base_url, api_key_env=api_key_env, connections=concurrency
+            )
+        except (ValueError, ImportError) as exc:
+            fail(str(exc))
+        if max_context_tokens is not None:
+            counter = WordCounter()
+        settings = HCSettings(
+            template_set=template_set.id,
+            scorer="api",
+            temperature=temperature,
+            max_tokens=max_tokens,
+            reasoning_effort=reasoning_effort,
+            logprobs=logprobs,
+            top_logprobs=top_logprobs,
+            max_context_tokens=max_context_tokens,
+        )
+        per_endpoint = concurrency
+        manifest_model = {"provider": provider, "api_key_env": api_key_env}
+    try:
+        write_instances(out, instances)
+    except RunDirError as exc:
+        fail(str(exc))
+    append_run_manifest(
+        out,
+        {
+            "data": str(data),
+            "data_files": dataset.files,
+            "pairing": dataset.pairing,
+            "model": model,
+            "label": label or model,
+            "endpoint": chat_model.endpoint,
+            "templates": chosen,
+            "template_set": template_set.id,
+            "settings": settings.as_dict(),
+            "config_hash": settings.config_hash,
+            "token_counter": counter.name if counter is not None else None,
+            "concurrency": per_endpoint,
+            "limit": limit,
+            "n_instances": len(instances),
+            "n_topics": len({i.topic_id for i in instances}),
+            **manifest_model,
+        },
+    )
+    jobs = build_jobs(instances, chosen, chat_model, template_set, settings, counter=counter, label=label)
+    store = ResultStore(out)
+    if timeout is None:
+        timeout = 3600.0 if hf is not None else 300.0
+    retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
+    runner = make_runner(store, concurrency=per_endpoint, timeout=timeout, progress=progress, retry=retry)
+    summary = run_to_end(
+        lambda: runner.run(jobs, retry_failed=retry_failed, description=label or model), store, [chat_model]
+    )
+    finish_run(
+        store,
+        f"{summary.succeeded} calls succeeded, {summary.failed} failed, {summary.already_done} already done, "
+        f"{summary.skipped_failed} earlier failures not retried (use --retry-failed). Results: {store.path}",
+        failed=summary.failed,
+    )
+
+
+def _fixed(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def print_report(report: dict[str, Any], console: Console) -> None:
+    """Per model: accuracy and macro-F1 by template, OR/VM, McNemar and agreement by template pair."""
+    console.rule(f"HealthContradict: {report.get('run_dir', '')}")
+    console.print(
+        f"{report['n_instances']} instance(s) over {report['n_topics']} question(s). "
+        "Rates in %, Wilson 95% CI in brackets; NC is asked once per question.",
+        highlight=False,
+    )
+    for name, model in report["models"].items():
+        columns = ("template", "n", "accuracy", "macro-F1", "unparseable", "failed", "truncated")
+        rates = table(f"{name}", columns, no_wrap=True)
+        for template, block in model["templates"].items():
+            rates.add_row(
+                template,
+                str(block["n"]),
+                pct_ci(block, "accuracy"),
+                pct(block["macro_f1"]),
+                str(block["n_unparseable"]),
+                str(block["n_failed"]),
+                str(block["n_truncated"]),
+            )
+        console.print(rates)
+        console.print(
+            f"OR = P(wrong under CC | wrong under NC): {pct_ci(model, 'or_rate')} [{model['or_k']}/{model['or_n']}]   "
+            f"VM = P(wrong under IC | right under NC): {pct_ci(model, 'vm_rate')} [{model['vm_k']}/{model['vm_n']}]",
+            highlight=False,
+        )
+        pairs = table(f"{name}: template pairs", ("pair", "b", "c", "McNemar χ²", "p", "agreement"))
+        for pair, test in model["mcnemar"].items():
+            pairs.add_row(
+                pair,
+                str(test["b"]),
+                str(test["c"]),
+                _fixed(test["chi2"]),
+                p_value(test["p_value"]),
+                pct(model["agreement"][pair]["rate"]),
+            )
+        console.print(pairs)

@@ -1,0 +1,92 @@
+"""The ``bench`` command group: run benchmarks against model endpoints and report their metrics.
+
+Mounted as ``medrev bench`` by ``review_app.cli``; also runnable as ``python -m bench_core``.
+Flags and JSON keys follow SPEC section 3 (add, never rename). This module builds the group and
+registers each design's commands (``cli/<design>.py``); ``report`` is here because it serves every
+design: the list of designs is made here, the one layer that imports several of them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from bench_core.cli.common import fail
+from bench_core.cli.generation import register as register_generation
+from bench_core.cli.healthcontradict import run_healthcontradict
+from bench_core.cli.medmisbench import run_medmisbench
+from bench_core.cli.mitigation import compare
+from bench_core.cli.trojan import ingest_app, run_trojan
+from bench_core.kernel.rundir import RunDesign, find_run_dirs
+
+app = typer.Typer(help="Run benchmarks against model endpoints and report their metrics.", no_args_is_help=True)
+run_app = typer.Typer(help="Evaluate a model on a benchmark.", no_args_is_help=True)
+app.add_typer(run_app, name="run")
+register_generation(app)  # generate, generate-report, regenerate, reassign-provenance, compare-runs
+run_app.command("medmisbench")(run_medmisbench)
+run_app.command("healthcontradict")(run_healthcontradict)
+run_app.command("trojan")(run_trojan)
+app.add_typer(ingest_app, name="ingest")
+
+
+def designs() -> dict[str, tuple[RunDesign, Callable[[dict[str, Any], Console], None]]]:
+    """Every design ``bench report`` knows: benchmark -> (its ``RunDesign``, its terminal printer), in lookup order."""
+    from bench_core.cli import healthcontradict, medmisbench, trojan
+    from bench_core.healthcontradict.report import DESIGN as HEALTHCONTRADICT
+    from bench_core.medmisbench.report import DESIGN as MEDMISBENCH
+    from bench_core.trojan.report import DESIGN as TROJAN
+
+    return {
+        MEDMISBENCH.benchmark: (MEDMISBENCH, medmisbench.print_report),
+        HEALTHCONTRADICT.benchmark: (HEALTHCONTRADICT, healthcontradict.print_report),
+        TROJAN.benchmark: (TROJAN, trojan.print_report),
+    }
+
+
+@app.command("report")
+def report(
+    directory: Path = typer.Argument(..., help="A run directory, or a folder of run directories."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (one object per run directory)."),
+    out: Path | None = typer.Option(None, "--out", help="Where to write tables and figures (default DIR/report)."),
+    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write Plotly figures (HTML and PNG)."),
+    png: bool = typer.Option(True, "--png/--no-png", help="Also render figures to PNG (needs Chromium)."),
+) -> None:
+    """Metrics of run directories (any benchmark): terminal tables, or JSON with --json; files under DIR/report."""
+    if not directory.exists():
+        fail(f"{directory}: no such directory")
+    known = designs()
+    run_dirs = find_run_dirs(directory, [design for design, _printer in known.values()])
+    if not run_dirs:
+        fail(
+            f"{directory} is not a run directory and holds none (expected runs.jsonl beside items.jsonl, "
+            "instances.jsonl or records.json)"
+        )
+    console = Console()
+    for run_dir, design in run_dirs:
+        try:
+            result = design.build(run_dir)
+        except ValueError as exc:  # every design's RunDirError, and DatasetError, is a ValueError
+            fail(str(exc))
+        result["run_dir"] = str(run_dir)
+        if as_json:
+            sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+            continue
+        known[design.benchmark][1](result, console)
+        target = out if out is not None and len(run_dirs) == 1 else (out or run_dir / "report")
+        if out is not None and len(run_dirs) > 1:
+            target = out / run_dir.name
+        written = design.write_report(result, target, figures=figures, png=png)
+        console.print(f"wrote {len(written)} files to {target}")
+
+
+app.command("compare")(compare)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,246 @@
+"""``bench run medmisbench`` (optionally with the search tools of ``mitigation``) and its terminal report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bench_core.cli.common import err, fail, finish_run, make_runner, pct_ci, run_to_end, table
+from bench_core.kernel.errors import DatasetError
+from bench_core.kernel.report_files import pct
+from bench_core.medmisbench.conditions import parse_conditions
+from bench_core.medmisbench.targets import DEFAULT_SEED
+
+HARNESS_PANEL = "Tool harness (search mitigation)"
+SEARCH_INDEX_FILE = "search_index.sqlite"
+
+
+def run_medmisbench(
+    data: Path = typer.Option(..., "--data", help="Released-format file or folder of subset files."),
+    model: str = typer.Option(..., "--model", help="Model id sent to the endpoint."),
+    base_url: str = typer.Option(..., "--base-url", help="OpenAI-compatible base URL, e.g. http://host:8000/v1."),
+    out: Path = typer.Option(..., "--out", help="Run directory (created; reruns resume in it)."),
+    conditions: str = typer.Option("clean,type1,type2", "--conditions", help="Comma list of conditions."),
+    defensive: bool = typer.Option(False, "--defensive", help="Also run the defensive variant of each condition."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Concurrent calls per endpoint."),
+    seed: int = typer.Option(DEFAULT_SEED, "--seed", help="Seed of the Type 1 target draw."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N items."),
+    strict: bool = typer.Option(False, "--strict", help="Refuse the data if any row cannot be loaded."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed."),
+    temperature: float | None = typer.Option(0.0, "--temperature"),
+    max_tokens: int | None = typer.Option(None, "--max-tokens"),
+    reasoning_effort: str | None = typer.Option(None, "--reasoning-effort", help="e.g. none, low, medium, high."),
+    api_key_env: str | None = typer.Option(
+        None, "--api-key-env", help="Name of the env var holding the API key (default per provider)."
+    ),
+    provider: str = typer.Option("openai", "--provider", help="openai (any compatible server), anthropic, google."),
+    label: str | None = typer.Option(None, "--label", help="Name shown in reports (default: the model id)."),
+    template: str | None = typer.Option(None, "--template", help="Delivery prompt template id (name@version)."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed for one attempt."),
+    max_attempts: int = typer.Option(6, "--max-attempts", min=1),
+    max_total: float = typer.Option(900.0, "--max-total", help="Seconds allowed for all attempts of one call."),
+    backoff: float = typer.Option(1.0, "--backoff", help="First retry wait in seconds (doubles per attempt)."),
+    max_tokens_param: str = typer.Option("max_tokens", "--max-tokens-param", help="max_tokens|max_completion_tokens"),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    tools: str | None = typer.Option(
+        None,
+        "--tools",
+        help="Let the model search and read before answering: local:DIR (BM25 over a folder of documents) or "
+        "web (Serper + Jina Reader; SERPER_API_KEY, JINA_API_KEY).",
+        rich_help_panel=HARNESS_PANEL,
+    ),
+    max_tool_calls: int = typer.Option(
+        8, "--max-tool-calls", min=1, help="Tool calls allowed per item.", rich_help_panel=HARNESS_PANEL
+    ),
+    max_page_tokens: int = typer.Option(
+        2000, "--max-page-tokens", min=1, help="Approximate tokens of a page shown.", rich_help_panel=HARNESS_PANEL
+    ),
+    max_results: int = typer.Option(
+        5, "--max-results", min=1, help="Results per search.", rich_help_panel=HARNESS_PANEL
+    ),
+    time_budget: float = typer.Option(
+        600.0, "--time-budget", help="Seconds allowed per item (all turns).", rich_help_panel=HARNESS_PANEL
+    ),
+    tool_timeout: float = typer.Option(
+        60.0, "--tool-timeout", help="Seconds allowed per search or page.", rich_help_panel=HARNESS_PANEL
+    ),
+    harness_prompt: str | None = typer.Option(
+        None, "--harness-prompt", help="Harness prompt id (name@version).", rich_help_panel=HARNESS_PANEL
+    ),
+) -> None:
+    """Evaluate one model on MedMisBench under clean / Type 1 / Type 2 delivery (optionally with search tools)."""
+    from bench_core.kernel.providers import make_chat_model
+    from bench_core.kernel.runner import RetryPolicy
+    from bench_core.kernel.store import ResultStore
+    from bench_core.medmisbench.data import load_medmisbench
+    from bench_core.medmisbench.prompts import DEFAULT_TEMPLATE_ID, get_template
+    from bench_core.medmisbench.run import (
+        EvalSettings,
+        RunDirError,
+        append_run_manifest,
+        build_jobs,
+        prepare_items,
+        write_items,
+    )
+
+    try:
+        chosen = parse_conditions(conditions, defensive=defensive)
+        delivery = get_template(template or DEFAULT_TEMPLATE_ID)
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        report = load_medmisbench(data, strict=strict)
+    except DatasetError as exc:
+        fail(str(exc))
+    for issue in report.issues:
+        err.print(f"[yellow]not loaded:[/] {issue}", highlight=False)
+    items = report.items[:limit] if limit else report.items
+    if not items:
+        fail(f"no item could be loaded from {data}")
+    prepared = prepare_items(items, seed=seed)
+    settings = EvalSettings(
+        temperature=temperature,
+        max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort,
+        template_id=delivery.id,
+        seed=seed,
+    )
+    harness = None
+    try:
+        write_items(out, prepared, seed)
+        chat_model = make_chat_model(
+            provider,
+            model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            connections=concurrency,
+            max_tokens_param=max_tokens_param,
+        )
+        if tools is not None:
+            from bench_core.mitigation.harness import HarnessSettings, ToolHarness
+            from bench_core.mitigation.prompts import DEFAULT_PROMPT_ID as HARNESS_PROMPT_ID
+            from bench_core.mitigation.search import make_backend
+
+            harness_settings = HarnessSettings(
+                max_tool_calls=max_tool_calls,
+                max_page_tokens=max_page_tokens,
+                max_results=max_results,
+                prompt_id=harness_prompt or HARNESS_PROMPT_ID,
+                time_budget=time_budget,
+                tool_timeout=tool_timeout,
+                call_timeout=timeout,
+            )
+            backend = make_backend(tools, index_path=out / SEARCH_INDEX_FILE, timeout=tool_timeout)
+            step_retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
+            harness = ToolHarness(chat_model, backend, harness_settings, step_retry=step_retry)
+    except (RunDirError, ValueError, ImportError, OSError) as exc:
+        fail(str(exc))
+    harness_manifest = {}
+    if harness is not None:
+        from bench_core.mitigation.harness import harness_config_hash
+
+        harness_manifest = {
+            "tools": tools,
+            "harness": harness.settings.as_dict(),
+            "evidence": harness.evidence,
+            "config_hash": harness_config_hash(settings, harness.settings, harness.evidence),
+        }
+    append_run_manifest(
+        out,
+        {
+            "data": str(data),
+            "model": model,
+            "label": label or model,
+            "provider": provider,
+            "endpoint": chat_model.endpoint,
+            "conditions": [c.name for c in chosen],
+            "settings": settings.as_dict(),
+            "config_hash": settings.config_hash,
+            "api_key_env": api_key_env,
+            "concurrency": concurrency,
+            "limit": limit,
+            "n_items": len(prepared),
+            "n_skipped": sum(p.skipped is not None for p in prepared),
+            "load_issues": [str(issue) for issue in report.issues],
+            **harness_manifest,
+        },
+    )
+    store = ResultStore(out)
+    if harness is None:
+        jobs = build_jobs(prepared, chosen, chat_model, delivery, settings, label=label)
+        retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
+        runner = make_runner(store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry)
+    else:
+        from bench_core.mitigation.harness import build_harness_jobs
+
+        jobs = build_harness_jobs(prepared, chosen, harness, delivery, settings, label=label)
+        # One attempt per item: the harness retries each model call itself, and retrying a whole item
+        # would repeat its searches. The item's own time budget bounds it; the margin lets it report.
+        retry = RetryPolicy(max_attempts=1)
+        runner = make_runner(store, concurrency=concurrency, timeout=time_budget + 30, progress=progress, retry=retry)
+    summary = run_to_end(
+        lambda: runner.run(jobs, retry_failed=retry_failed, description=f"{label or model}"),
+        store,
+        [harness or chat_model],
+    )
+    skipped = [p for p in prepared if p.skipped is not None]
+    finish_run(
+        store,
+        f"{summary.succeeded} calls succeeded, {summary.failed} failed, {summary.already_done} already done, "
+        f"{summary.skipped_failed} earlier failures not retried (use --retry-failed); "
+        f"{len(skipped)} item(s) skipped (unusable bundle). Results: {store.path}",
+        failed=summary.failed,
+    )
+
+
+def print_report(report: dict[str, Any], console: Console) -> None:
+    """Readable tables: per model and condition, the mean across models, and Type 1 ASR by stratum."""
+    console.rule(f"MedMisBench: {report.get('run_dir', '')}")
+    console.print(
+        f"{report['n_evaluable']} evaluable item(s) of {report['n_items']}; {len(report['skipped'])} skipped. "
+        "Rates in %, Wilson 95% CI in brackets.",
+        highlight=False,
+    )
+    for name, model in report["models"].items():
+        columns = ("condition", "n", "accuracy", "ASR", "TASR", "ΔASR def.", "unparseable", "failed")
+        overall = table(f"{name}: overall (pooled over subsets)", columns, no_wrap=True)
+        for condition, block in model["conditions"].items():
+            overall.add_row(
+                condition,
+                str(block["n"]),
+                pct_ci(block, "accuracy"),
+                pct_ci(block, "asr"),
+                pct_ci(block, "tasr"),
+                pct(block.get("asr_delta")) if "asr_delta" in block else "",
+                str(block["n_unparseable"]),
+                str(block["n_failed"]),
+            )
+        console.print(overall)
+    if len(report["models"]) > 1:
+        mean = Table(title="Mean across models")
+        for column in ("condition", "accuracy", "ASR", "TASR"):
+            mean.add_column(column)
+        for condition, block in report["mean"]["conditions"].items():
+            mean.add_row(condition, pct(block.get("accuracy")), pct(block.get("asr")), pct(block.get("tasr")))
+        console.print(mean)
+    for stratum in ("subset", "provenance", "content"):
+        strata = Table(title=f"Type 1 / Type 2 ASR by {stratum}")
+        strata.add_column(stratum)
+        for name in report["models"]:
+            strata.add_column(f"{name} T1")
+            strata.add_column(f"{name} T2")
+        values = sorted({v for m in report["models"].values() for v in m["strata"][stratum]})
+        for value in values:
+            row = [value]
+            for model in report["models"].values():
+                blocks = model["strata"][stratum].get(value, {})
+                row += [pct_ci(blocks.get("type1", {}), "asr"), pct_ci(blocks.get("type2", {}), "asr")]
+            strata.add_row(*row)
+        console.print(strata)
+    if report["skipped"]:
+        skipped = ", ".join(f"{s['item_id']} ({s['reason']})" for s in report["skipped"])
+        console.print(f"Skipped: {skipped}", highlight=False)

@@ -1,0 +1,339 @@
+"""A MedMisBench evaluation run: items -> jobs -> run directory, and reading a run back.
+
+A run directory holds ``items.jsonl`` (a copy of every loaded item with its stored Type 1
+target, or the reason it is skipped), ``runs.jsonl`` (one line per invocation: model, endpoint,
+settings, prompt template, seed; never an API key) and ``results.jsonl`` (the runner's store).
+Keeping the items beside the results makes the directory self-contained: the report and the
+review app's importer need nothing else (``read_run``).
+
+Items whose bundle is unusable are skipped from every condition, including clean, so all
+conditions are computed on the same items (SPEC 1.2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
+from bench_core.kernel.rundir import (
+    RUNS_FILE,
+    HashedSettings,
+    append_jsonl,
+    append_manifest,
+    merge_or_refuse,
+    read_jsonl,
+)
+from bench_core.kernel.runner import Job
+from bench_core.kernel.store import ResultKey, ResultStore
+from bench_core.medmisbench.answers import extract_answer
+from bench_core.medmisbench.conditions import Condition
+from bench_core.medmisbench.items import MCQItem
+from bench_core.medmisbench.prompts import DeliveryTemplate
+from bench_core.medmisbench.targets import DEFAULT_SEED, draw_type1_target
+
+BENCHMARK = "medmisbench"
+ITEMS_FILE = "items.jsonl"
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be used as asked (e.g. its items disagree with the new data)."""
+
+
+@dataclass(frozen=True)
+class PreparedItem:
+    """An item as evaluated: the item, its key in results, and its stored Type 1 target."""
+
+    item: MCQItem
+    target: str | None
+    skipped: str | None = None
+
+    @property
+    def key(self) -> str:
+        return item_key(self.item)
+
+    def to_json(self, seed: int) -> dict[str, Any]:
+        return {
+            "item_key": self.key,
+            "item": self.item.model_dump(mode="json"),
+            "type1_target": self.target,
+            "seed": seed,
+            "skipped": self.skipped,
+        }
+
+
+def item_key(item: MCQItem) -> str:
+    """The item's id in result keys: ``SUBSET/id`` (ids are unique only within a subset)."""
+    return f"{item.subset}/{item.id}"
+
+
+def prepare_items(items: Iterable[MCQItem], *, seed: int = DEFAULT_SEED) -> list[PreparedItem]:
+    """Draw each item's Type 1 target from ``seed``, or mark it skipped with the reason."""
+    prepared = []
+    for item in items:
+        problem = item.usable_bundle_problem()
+        if problem is not None:
+            prepared.append(PreparedItem(item, None, problem))
+        else:
+            prepared.append(PreparedItem(item, draw_type1_target(item, seed)))
+    return prepared
+
+
+@dataclass(frozen=True)
+class EvalSettings(HashedSettings):
+    """Everything that changes the request other than the item and condition; hashed into result keys."""
+
+    temperature: float | None = 0.0
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    template_id: str = "medmisbench-notebook@1"
+    seed: int = DEFAULT_SEED
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "reasoning_effort": self.reasoning_effort,
+            "template": self.template_id,
+            "seed": self.seed,
+        }
+
+
+def build_jobs(
+    prepared: Sequence[PreparedItem],
+    conditions: Sequence[Condition],
+    model: ChatModel,
+    template: DeliveryTemplate,
+    settings: EvalSettings,
+    *,
+    label: str | None = None,
+    config: str | None = None,
+    meta: dict[str, Any] | None = None,
+    annotate: Callable[[ChatResponse], dict[str, Any]] | None = None,
+) -> list[Job]:
+    """One job per (usable item, condition); skipped items get no job under any condition.
+
+    A variant of the evaluation (the tool harness) keeps everything else and passes its own
+    ``config`` hash for the result keys, extra ``meta`` and ``annotate``, whose fields are added to
+    the parsed answer.
+    """
+    if settings.template_id != template.id:
+        raise ValueError(f"settings name template {settings.template_id!r} but {template.id!r} was given")
+    config = config or settings.config_hash
+    jobs = []
+    for entry in prepared:
+        if entry.skipped is not None:
+            continue
+        for condition in conditions:
+            parse = answer_parser(entry.item)
+            jobs.append(
+                Job(
+                    key=ResultKey(BENCHMARK, entry.key, condition.name, model.name, model.endpoint, config),
+                    model=model,
+                    build=request_builder(entry, condition, template, settings),
+                    parse=parse if annotate is None else _annotated(parse, annotate),
+                    meta={
+                        "item_id": entry.item.id,
+                        "subset": entry.item.subset,
+                        "condition": condition.name,
+                        "type1_target": entry.target,
+                        "template": template.id,
+                        "label": label or model.name,
+                        "config": settings.as_dict(),
+                        **(meta or {}),
+                    },
+                )
+            )
+    return jobs
+
+
+def _annotated(parse: Callable[[ChatResponse], dict[str, Any]], annotate: Callable[[ChatResponse], dict[str, Any]]):
+    def both(response: ChatResponse) -> dict[str, Any]:
+        return parse(response) | annotate(response)
+
+    return both
+
+
+def request_builder(entry: PreparedItem, condition: Condition, template: DeliveryTemplate, settings: EvalSettings):
+    """The request of one (item, condition), built only when the call is due."""
+
+    def build() -> ChatRequest:
+        return ChatRequest(
+            messages=template.render(entry.item, condition, entry.target),
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            reasoning_effort=settings.reasoning_effort,
+        )
+
+    return build
+
+
+def answer_parser(item: MCQItem):
+    """Parse a response into the answer fields every MedMisBench result stores (the raw text is kept too)."""
+
+    def parse(response: ChatResponse) -> dict[str, Any]:
+        answer = extract_answer(response.text, item.options)
+        return {
+            "label": answer.label,
+            "method": answer.method,
+            "thinking_process": answer.reasoning,
+            "correct": answer.label == item.gold,
+        }
+
+    return parse
+
+
+# -- run directory --------------------------------------------------------------------------
+
+
+def write_items(run_dir: Path, prepared: Sequence[PreparedItem], seed: int) -> None:
+    """Save the items (with targets) in the run directory, merging with items already there.
+
+    An item already saved with different content or a different Type 1 target refuses the run:
+    results of the two would not be comparable.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / ITEMS_FILE
+    saved = {row["item_key"]: _comparable(row) for row in read_jsonl(path)}
+    rows = [entry.to_json(seed) for entry in prepared]
+    new_rows = merge_or_refuse(
+        path,
+        saved,
+        ((row["item_key"], _comparable(row), row) for row in rows),
+        error=RunDirError,
+        noun="item",
+        context="already in this run directory (content or Type 1 target; was another --seed or data file used?)",
+    )
+    append_jsonl(path, new_rows)
+
+
+def _comparable(row: dict[str, Any]) -> tuple[Any, ...]:
+    item = {k: v for k, v in row["item"].items() if k not in ("source_file", "source_line")}
+    return json.dumps(item, sort_keys=True), row.get("type1_target"), row.get("skipped")
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / ITEMS_FILE).is_file() and (path / RUNS_FILE).is_file()
+
+
+def load_run_items(run_dir: str | Path) -> list[PreparedItem]:
+    """The items saved in a run directory, in saved order, with their targets and skip reasons."""
+    run_dir = Path(run_dir)
+    if not (run_dir / ITEMS_FILE).is_file():
+        raise RunDirError(f"{run_dir} is not a MedMisBench run directory (no {ITEMS_FILE})")
+    return [
+        PreparedItem(MCQItem.model_validate(row["item"]), row.get("type1_target"), row.get("skipped"))
+        for row in read_jsonl(run_dir / ITEMS_FILE)
+    ]
+
+
+@dataclass(frozen=True)
+class ResponseRecord:
+    """One finished model response, joined with its benchmark item (what the review importer needs).
+
+    ``outcome`` is the automatic label: ``"SUCCESS"`` when the model chose the gold answer,
+    ``"FAIL"`` otherwise (including unparseable answers).
+    """
+
+    item_key: str
+    item_id: str
+    subset: str
+    model: str
+    label: str
+    endpoint: str
+    config_hash: str
+    settings: dict[str, Any]
+    template: str
+    condition: str
+    response_text: str
+    reasoning: str | None
+    chosen: str | None
+    parse_method: str
+    correct: bool
+    outcome: str
+    type1_target: str | None
+    item: MCQItem
+
+    @property
+    def content_type(self) -> str | None:
+        return self.item.content_type
+
+    @property
+    def provenance(self) -> str | None:
+        return self.item.provenance
+
+    @property
+    def injected_sentences(self) -> list[str]:
+        """The context sentences this response was given (empty for clean)."""
+        from bench_core.medmisbench.conditions import context_sentences
+
+        return context_sentences(self.item, Condition.parse(self.condition), self.type1_target)
+
+
+@dataclass
+class RunData:
+    """A run directory read back: items, finished responses, failures and skipped items."""
+
+    items: list[PreparedItem]
+    responses: list[ResponseRecord]
+    failures: list[dict[str, Any]]
+    corrupt_lines: int
+
+    @property
+    def skipped(self) -> list[dict[str, str]]:
+        return [{"item_id": p.key, "reason": p.skipped} for p in self.items if p.skipped is not None]
+
+
+def read_run_data(run_dir: str | Path) -> RunData:
+    """Items, successful responses (one per key) and failures (keys never successful) of a run."""
+    run_dir = Path(run_dir)
+    items = load_run_items(run_dir)
+    by_key = {p.key: p for p in items}
+    store = ResultStore(run_dir)
+    responses: list[ResponseRecord] = []
+    successes, failures = store.finished(BENCHMARK)
+    for key, record in successes:
+        entry = by_key.get(key.item)
+        if entry is None:
+            raise RunDirError(f"{store.path}: result for item {key.item!r} which is not in {ITEMS_FILE}")
+        parsed = record.get("parsed") or {}
+        # Re-derive the answer from the kept raw text so a parser improvement applies to old runs.
+        answer = extract_answer(record["response"]["text"], entry.item.options)
+        correct = answer.label == entry.item.gold
+        meta = record.get("meta") or {}
+        responses.append(
+            ResponseRecord(
+                item_key=key.item,
+                item_id=entry.item.id,
+                subset=entry.item.subset,
+                model=key.model,
+                label=meta.get("label") or key.model,
+                endpoint=key.endpoint,
+                config_hash=key.config,
+                settings=record.get("settings") or {},
+                template=meta.get("template", ""),
+                condition=key.condition,
+                response_text=record["response"]["text"],
+                reasoning=answer.reasoning or parsed.get("thinking_process") or record["response"].get("reasoning"),
+                chosen=answer.label,
+                parse_method=answer.method,
+                correct=correct,
+                outcome="SUCCESS" if correct else "FAIL",
+                type1_target=entry.target,
+                item=entry.item,
+            )
+        )
+    return RunData(items, responses, failures, store.corrupt_lines)
+
+
+def read_run(run_dir: str | Path) -> list[ResponseRecord]:
+    """The finished responses of a run directory, each joined with its item (for review import)."""
+    return read_run_data(run_dir).responses
+
+
+def append_run_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """Record one invocation of this benchmark in the run directory's ``runs.jsonl``."""
+    append_manifest(run_dir, BENCHMARK, manifest)

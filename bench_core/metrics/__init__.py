@@ -1,1 +1,0 @@
-"""Benchmark metrics: pure functions from finished records to numbers with confidence intervals."""

@@ -1,0 +1,75 @@
+"""The released-format writer is the inverse of the loader (letter and numeric labels, extra columns)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.items import InjectionBundle, MCQItem
+from bench_core.medmisbench.release import release_row, write_release
+
+
+def _item(item_id, subset, labels, **bundle):
+    options = {label: f"option {label} text" for label in labels}
+    sentences = {label: f"A sentence supporting option text {label} here." for label in labels}
+    injection = InjectionBundle(sentences=sentences, content_type="cue_remapping", provenance="authority", **bundle)
+    return MCQItem(
+        id=item_id, subset=subset, question=f"{item_id}?", options=options, gold=labels[1], injection=injection
+    )
+
+
+def test_sample_benchmark_round_trips(sample_dir, tmp_path):
+    items = load_medmisbench(sample_dir, strict=True).items
+    write_release(items, tmp_path / "copy")
+    again = load_medmisbench(tmp_path / "copy", strict=True).items
+    strip = {"source_file", "source_line"}
+
+    def dumped(loaded):
+        return [i.model_dump(exclude=strip) for i in sorted(loaded, key=lambda i: (i.subset, i.id))]
+
+    assert len(again) == 7 and dumped(again) == dumped(items)
+
+
+def test_numeric_labels_extra_columns_and_stale_files(tmp_path):
+    numeric = _item("n1", "MEDMISJOURNEY", ["1", "2", "3"], generator_model="g", difficulty=3.5, mislead_score=8)
+    lettered = _item("l1", "PILOT", ["A", "B"], prompt_version="p@1")
+    row = release_row(numeric)
+    assert (row["answer"], row["opc"], row["injection_provenance"]) == (
+        "2",
+        "option 3 text",
+        "Authority (Guideline, Discharge Note, SOP)",
+    )
+    assert (row["generator_model"], row["difficulty"], row["mislead_score"]) == ("g", 3.5, 8)
+    assert "prompt_version" not in row
+    out = tmp_path / "bench"
+    (out).mkdir()
+    (out / "OLD.jsonl").write_text("{}\n")
+    written = write_release([numeric, lettered], out)
+    assert (
+        sorted(p.name for p in out.iterdir())
+        == sorted(p.name for p in written)
+        == ["MEDMISJOURNEY.jsonl", "PILOT.jsonl"]
+    )
+    loaded = {i.id: i for i in load_medmisbench(out, strict=True).items}
+    assert loaded["n1"].labels == ["1", "2", "3"] and loaded["n1"].gold == "2"
+    assert loaded["n1"].injection.mislead_score == 8 and loaded["n1"].injection.generator_model == "g"
+    assert loaded["l1"].injection.prompt_version == "p@1" and loaded["l1"].injection.difficulty is None
+
+
+def test_labels_the_format_cannot_hold_are_refused():
+    item = MCQItem(id="x", subset="S", question="q?", options={"A": "a", "C": "c"}, gold="A")
+    with pytest.raises(ValueError, match="needs A, B, C"):
+        release_row(item)
+
+
+def test_bad_score_columns_are_reported(tmp_path):
+    row = release_row(_item("s1", "PILOT", ["A", "B"]))
+    path = tmp_path / "PILOT.jsonl"
+    path.write_text(
+        json.dumps({**row, "difficulty": "hard"}) + "\n" + json.dumps({**row, "id": "s2", "mislead_score": 12}) + "\n"
+    )
+    issues = load_medmisbench(path).issues
+    assert [(i.line, i.field) for i in issues] == [(1, "difficulty"), (2, "mislead_score")]
+    assert "not a number" in issues[0].message and "outside 0-10" in issues[1].message
