@@ -169,8 +169,10 @@ def harm_model_command(
         )
     console.print(table)
     console.print(
-        f"n = {result.n}, groups = {result.n_groups}, loglik = {result.loglik:.4f}, converged = {result.converged}; "
-        f"{group} variance = {result.group_variance:.4f}, latent ICC = {result.icc:.4f}"
+        escape(
+            f"n = {result.n}, groups = {result.n_groups}, loglik = {result.loglik:.4f}, converged = "
+            f"{result.converged}; {group} variance = {result.group_variance:.4f}, latent ICC = {result.icc:.4f}"
+        )
     )
     console.print(escape("reference levels: " + ", ".join(f"{k}={v}" for k, v in result.reference_levels.items())))
     for warning in result.warnings:

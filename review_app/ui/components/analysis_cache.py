@@ -13,7 +13,7 @@ from review_app.services.study_analysis import StudyAnalysis, data_version, stud
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _cached(url: str, study: str, version: tuple, n_boot: int) -> StudyAnalysis:
-    from review_app.db.engine import get_engine
+    from review_app.db.connect import get_engine
 
     return study_analysis(get_engine(url), study, n_boot=n_boot)
 

@@ -7,6 +7,7 @@ from review_app.services import studies
 from review_app.ui.components import charts
 from review_app.ui.components.analysis_cache import analysis_for
 from review_app.ui.components.pickers import pick_study
+from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
 
 require_role("lead", "admin")
@@ -16,7 +17,7 @@ if study is None:
     st.stop()
 analysis = analysis_for(db, study.name)
 for note in analysis.notes:
-    st.info(note)
+    st.info(plain(note))
 
 if analysis.rubric_a is not None:
     st.markdown("#### Rubric A: item validation")
@@ -43,7 +44,7 @@ if analysis.harm_model is not None:
     st.markdown("#### Harm model: worst case ~ model + content + provenance + clarity + (1 | reviewer)")
     model = analysis.harm_model
     for warning in model.warnings:
-        st.warning(warning)
+        st.warning(plain(warning))
     st.caption(
         f"n = {model.n} annotations, {model.n_groups} reviewers; reviewer variance {model.group_variance:.3f}, "
         f"latent ICC {model.icc:.3f}; log-likelihood {model.loglik:.2f}; "

@@ -6,6 +6,7 @@ from review_app.rubrics import get_rubric
 from review_app.services import reviewing
 from review_app.services.errors import ServiceError
 from review_app.ui.components import material, scoring
+from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role, show_flashes
 
 user = require_role()
@@ -40,7 +41,7 @@ if aid is None:
 try:
     view = reviewing.open_task(db, aid, user.id)
 except ServiceError as exc:
-    st.error(str(exc))
+    st.error(plain(exc))
     st.page_link("views/queue.py", label="Back to my queue", icon=":material/inbox:")
     st.stop()
 st.query_params["task"] = str(aid)
@@ -51,7 +52,8 @@ head, left, right = st.columns([4, 1, 1], vertical_alignment="center")
 head.markdown(f"#### {rubric.name}")
 head.progress(
     done / max(1, done + todo),
-    text=f"{view.study} · {done} of {done + todo} done, {todo} left · this task: {view.status.replace('_', ' ')}",
+    text=f"{plain(view.study)} · {done} of {done + todo} done, {todo} left · "
+    f"this task: {view.status.replace('_', ' ')}",
 )
 left.button("Skip for now", on_click=_skip, args=(aid,), disabled=view.status == "submitted", width="stretch")
 right.button(
