@@ -7,7 +7,7 @@ from review_app.services import reviewing
 from review_app.services.errors import ServiceError
 from review_app.ui.components import material, scoring
 from review_app.ui.components.text import plain
-from review_app.ui.session import engine, require_role, show_flashes
+from review_app.ui.session import engine, flash, require_role, show_flashes
 
 user = require_role()
 db = engine()
@@ -22,13 +22,20 @@ def _go_next() -> None:
 
 
 def _skip(aid: int) -> None:
-    reviewing.skip(db, aid, user.id)
+    try:
+        reviewing.skip(db, aid, user.id)
+    except ServiceError as exc:  # a refusal (or a read-only database) is a message, not an exception page
+        flash(str(exc), "error")
+        return
     scoring.forget(aid)
     _go_next()
 
 
 def _toggle_flag(aid: int, flagged: bool) -> None:
-    reviewing.set_flag(db, aid, user.id, not flagged)
+    try:
+        reviewing.set_flag(db, aid, user.id, not flagged)
+    except ServiceError as exc:
+        flash(str(exc), "error")
 
 
 requested = st.query_params.get("task")
