@@ -157,9 +157,9 @@ def test_a_write_the_file_system_refuses_midway_is_the_read_only_sentence(tmp_pa
 
     engine.dispose()  # new connections get the pragma
     assert read_only_reason(engine) is None
-    with pytest.raises(DatabaseReadOnly, match="Saving is not possible: the database file .* is read-only"):
-        with write_session(engine) as session:
-            session.exec(text("UPDATE reviewer SET display_name = 'x'"))
+    refused = pytest.raises(DatabaseReadOnly, match=r"Saving is not possible: the database file .* is read-only")
+    with refused, write_session(engine) as session:
+        session.exec(text("UPDATE reviewer SET display_name = 'x'"))
     with read_session(engine) as session:
         assert session.exec(select(Reviewer.display_name)).one() == "Lead"
 

@@ -19,7 +19,9 @@ from .conftest import sign_in
 HOSTILE_STUDY = "Study ![pixel](http://203.0.113.9/s.png) <img src=http://203.0.113.9/t.png> [/] :red[x]"
 HOSTILE_NAME = "Dr **Bold** ![me](http://203.0.113.9/n.png) [link](http://203.0.113.9/) <b>b</b> [/]"
 # Markdown that would act if a name went through unescaped (an escaped character is preceded by a backslash).
-RAW_MARKERS = [re.compile(p) for p in (r"!\[", r"(?<!\\)\]\(", r"(?<!\\)<img", r"(?<!\\)\*\*Bold", r"(?<!\\)<b>", r"(?<!\\):red\[")]
+RAW_MARKERS = [
+    re.compile(p) for p in (r"!\[", r"(?<!\\)\]\(", r"(?<!\\)<img", r"(?<!\\)\*\*Bold", r"(?<!\\)<b>", r"(?<!\\):red\[")
+]
 
 
 def rename(engine, study: str = HOSTILE_STUDY, display_name: str = HOSTILE_NAME) -> None:

@@ -21,7 +21,11 @@ HOSTILE = [
     "$E=mc^2$ and \\escaped\\ and <https://203.0.113.9/>",
     ":red[colour] :material/home: :smile: :+1: 12:30",
 ]
-ORDINARY = ["Submitted. Thank you!", "Your last change could not be saved: try again (a reload helps).", "Dr O'Neil, MD"]
+ORDINARY = [
+    "Submitted. Thank you!",
+    "Your last change could not be saved: try again (a reload helps).",
+    "Dr O'Neil, MD",
+]
 TAG = re.compile(r"<(?!/?p>|br />)[^>]*>")
 
 
