@@ -71,7 +71,12 @@ def listen_address(host: str | None = None, port: int | None = None) -> ListenAd
     """The address Streamlit will listen on, resolved by Streamlit's own configuration rules."""
     from streamlit import config
 
-    flags = {key: value for key, value in (("server.address", host), ("server.port", port)) if value}
+    flags: dict[str, object] = {}
+    for option, value in (("server.address", host), ("server.port", port)):
+        # `streamlit run` reads STREAMLIT_SERVER_* through its command-line parser, as if they were flags.
+        value = value or os.environ.get("STREAMLIT_" + option.upper().replace(".", "_")) or None
+        if value:
+            flags[option] = value
     config.get_config_options(force_reparse=True, options_from_flags=flags)
     return ListenAddress(str(config.get_option("server.address") or ""), int(config.get_option("server.port")))
 
