@@ -17,13 +17,14 @@ The process-wide engine cache and the migration on first use live in ``db.connec
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
@@ -131,10 +132,15 @@ def read_only_reason(engine: Engine) -> str | None:
         return "it is opened with mode=ro"
     if uri and url.query.get("immutable") == "1":
         return "it is opened with immutable=1"
-    path = sqlite_path(url)
-    if path is None or not path.is_file() or os.access(path, os.W_OK):
+    path = _sqlite_file(url)
+    if path is None or os.access(path, os.W_OK) or not path.is_file():
         return None
     return _why_not_writable(path)
+
+
+@functools.lru_cache(maxsize=64)
+def _sqlite_file(url: URL) -> Path | None:
+    return sqlite_path(url)
 
 
 def _why_not_writable(path: Path) -> str:

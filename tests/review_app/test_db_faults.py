@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import uuid
 from contextlib import nullcontext
 
 import pytest
@@ -24,6 +25,7 @@ from review_app.db.errors import DatabaseReadOnly, DatabaseUnavailable
 from review_app.db.models import Reviewer, Study
 from review_app.services import accounts, studies
 
+from .conftest import _pg, _pg_url
 from .db_faults import FAULTS, PASSWORD, made, read_only_file
 
 runner = CliRunner()
@@ -180,3 +182,21 @@ def test_cli_on_a_read_only_file_reads_and_refuses_a_save_with_exit_code_2(tmp_p
         )
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT count(*) FROM reviewer").fetchone() == (1,)
+
+
+@pytest.mark.postgres
+def test_a_database_lost_while_running_is_the_same_kind_of_sentence(pg_template):
+    """Faults inside a session (the database dropped under a running app) are classified too."""
+    name = f"medrev_lost_{uuid.uuid4().hex[:8]}"
+    _pg(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    try:
+        engine = get_engine(_pg_url(name))
+        assert studies.list_studies(engine) == []
+        _pg(f'DROP DATABASE "{name}" WITH (FORCE)')
+        with pytest.raises(DatabaseUnavailable, match=rf"^The database {name} does not exist on the PostgreSQL"):
+            studies.list_studies(engine)
+        with pytest.raises(DatabaseUnavailable, match=rf"^The database {name} does not exist"):
+            studies.create_study(engine, "after", rubrics=["A"])
+    finally:
+        dispose_engines()
+        _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
