@@ -29,7 +29,8 @@ from streamlit.testing.v1 import AppTest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from review_db_speed import seed
 
-from review_app.db.engine import dispose_engines, get_engine, read_session
+from review_app.db.connect import dispose_engines, get_engine
+from review_app.db.engine import read_session
 from review_app.db.models import Assignment, Reviewer
 from review_app.services import reviewing
 from review_app.ui.session import CurrentUser

@@ -45,31 +45,20 @@ def main(
 @friendly_errors
 def db_upgrade() -> None:
     """Apply all migrations to the configured database (also done automatically on first use)."""
-    from review_app.config import get_settings
-    from review_app.db.engine import make_engine
-    from review_app.db.migrate import upgrade
+    from review_app.db.connect import migrate_now
 
-    url = get_settings().database_url
-    revision = upgrade(make_engine(url))
-    console.print(f"database at revision {revision}: {_safe_url(url)}")
+    revision, url = migrate_now()
+    console.print(f"database at revision {revision}: {url}")
 
 
 @db_app.command("current")
 @friendly_errors
 def db_current() -> None:
     """Show the database's migration revision and the latest one available."""
-    from review_app.config import get_settings
-    from review_app.db.engine import make_engine
-    from review_app.db.migrate import current_revision, head_revision
+    from review_app.db.connect import revisions
 
-    url = get_settings().database_url
-    console.print(f"current: {current_revision(make_engine(url))}, latest: {head_revision()} ({_safe_url(url)})")
-
-
-def _safe_url(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
+    current, latest, url = revisions()
+    console.print(f"current: {current}, latest: {latest} ({url})")
 
 
 @app.command()
@@ -77,21 +66,33 @@ def _safe_url(url: str) -> str:
 def demo(
     db: Annotated[str, typer.Option(help="SQLite file for the demo study.")] = "medrev-demo.db",
     fresh: Annotated[bool, typer.Option(help="Delete an existing demo file first.")] = False,
-    host: Annotated[str | None, typer.Option(help="Address to serve on (default: Streamlit's).")] = None,
+    host: Annotated[
+        str,
+        typer.Option(
+            help="Address to serve on. The default lets only this computer in, because the demo's passwords "
+            "are printed and public; 0.0.0.0 opens it to your network."
+        ),
+    ] = "127.0.0.1",
     port: Annotated[int | None, typer.Option(help="Port to serve on (default 8501).")] = None,
     no_app: Annotated[bool, typer.Option("--no-app", help="Only seed; do not start the app.")] = False,
 ) -> None:
-    """Seed the demo study in a local SQLite file and start the review app on it."""
+    """Seed the demo study in a local SQLite file and start the review app on it (on 127.0.0.1 unless --host)."""
     from review_app.demo import seed_demo
 
     report = seed_demo(db, fresh=fresh)
     console.print(report.describe(), highlight=False)
     if no_app:
         return
-    from review_app.ui.server import run_app
+    from review_app.ui.server import listen_address, run_app
 
-    console.print(f"\nStarting the review app on http://{host or 'localhost'}:{port or 8501} (Ctrl-C stops it)")
-    run_app(host, port, report.url)
+    address = listen_address(host, port)
+    console.print(f"\nStarting the demo app on {address.describe()}; Ctrl-C stops it.")
+    if address.local_only:
+        console.print(
+            "To let others on your network try it, run `medrev demo --host 0.0.0.0` (everyone who can reach "
+            "this computer can then sign in with the public demo passwords: never put real data in the demo)."
+        )
+    run_app(address, report.url)
 
 
 @app.command("app")
@@ -102,10 +103,18 @@ def app_(
 ) -> None:
     """Start the review app on the configured database (migrated on first use)."""
     from review_app.config import get_settings
-    from review_app.db.engine import get_engine
-    from review_app.ui.server import run_app
+    from review_app.db.connect import get_engine
+    from review_app.db.engine import read_only_reason
+    from review_app.db.errors import safe_url
+    from review_app.ui.server import listen_address, run_app
 
     url = get_settings().database_url
-    get_engine(url)  # migrate now, so a bad URL fails here with a clear message
-    console.print(f"Review app on {_safe_url(url)}")
-    run_app(host, port, url)
+    engine = get_engine(url)  # connect and migrate now, so a database fault stops here in one sentence
+    address = listen_address(host, port)
+    console.print(f"Review app on {address.describe()}, database {safe_url(url)}")
+    reason = read_only_reason(engine)
+    if reason is not None:
+        console.print(
+            f"note: the database is read-only ({reason}): everyone can sign in and read, nothing can be saved."
+        )
+    run_app(address, url)

@@ -1,4 +1,11 @@
-"""What every medrev command shares: the database engine, error reporting, JSON output."""
+"""What every medrev command shares: the database engine, error reporting, JSON output.
+
+``console`` prints text as it is: user-supplied names (studies, reviewers) may contain ``[/]`` or
+other Rich markup, so markup is off for every print and every table cell; a print that wants
+colour passes ``markup=True`` and escapes what it interpolates (``rich.markup.escape``).
+``friendly_errors`` is the one place where a command's expected failures become one line on stderr
+and exit code 2.
+"""
 
 from __future__ import annotations
 
@@ -6,38 +13,66 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from sqlalchemy.exc import SQLAlchemyError
 
 from bench_core.kernel.errors import DatasetError
-from review_app.services.errors import ServiceError
+from review_app.errors import ServiceError
 
-console = Console(soft_wrap=True)  # long paths stay on one line for scripts and logs
-err_console = Console(stderr=True, soft_wrap=True)
+console = Console(soft_wrap=True, markup=False)  # long paths stay on one line for scripts and logs
+err_console = Console(stderr=True, soft_wrap=True, markup=False)
 F = TypeVar("F", bound=Callable[..., Any])
+EXIT_ERROR = 2
 
 
 def engine():
-    """The engine for MEDREV_DATABASE_URL, migrated on first use."""
-    from review_app.db.engine import get_engine
+    """The engine for MEDREV_DATABASE_URL, connected and migrated on first use (faults: one sentence)."""
+    from review_app.db.connect import get_engine
 
     return get_engine()
 
 
+def fail(message: str) -> NoReturn:
+    """Print ``error: message`` on stderr (the message as plain text) and exit with code 2."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(code=EXIT_ERROR)
+
+
 def friendly_errors(func: F) -> F:
-    """Turn expected failures into one clear message on stderr and exit code 2 (no traceback)."""
+    """Turn expected failures into one clear message on stderr and exit code 2 (no traceback).
+
+    Expected: a service's refusal (``ServiceError``, which includes every database fault as one
+    sentence), bad input (``DatasetError``, ``ValueError``), and a database error met outside the
+    data layer's own checks, which is classified here against the configured URL.
+    """
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
         except (ServiceError, DatasetError, ValueError) as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
-            raise typer.Exit(code=2) from None
+            fail(str(exc))
+        except SQLAlchemyError as exc:
+            fault = _database_fault(exc)
+            if fault is None:
+                raise
+            fail(str(fault))
 
     return wrapper  # type: ignore[return-value]
+
+
+def _database_fault(exc: SQLAlchemyError) -> ServiceError | None:
+    from review_app.config import get_settings
+    from review_app.db.errors import classify
+
+    try:
+        return classify(exc, get_settings().database_url)
+    except Exception:  # an unreadable URL: the original error is the better report
+        return None
 
 
 def print_json(value: Any) -> None:

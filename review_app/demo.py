@@ -16,7 +16,8 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from review_app.db.engine import dispose_engines, get_engine, read_session
+from review_app.db.connect import dispose_engines, get_engine
+from review_app.db.engine import read_session
 from review_app.db.models import Assignment, Item, ModelResponse, Reviewer, Task
 from review_app.rubrics import ScoreSheet, get_rubric
 from review_app.services import accounts, assignment, importing, reviewing, studies
@@ -55,6 +56,8 @@ def seed_demo(path: str | Path, *, fresh: bool = False) -> DemoReport:
         dispose_engines()
         for suffix in ("", "-wal", "-shm"):
             Path(f"{database}{suffix}").unlink(missing_ok=True)
+    if not database.parent.exists():
+        database.parent.mkdir(parents=True)  # the demo is a convenience: its folder is made for it
     url = f"sqlite:///{database}"
     engine = get_engine(url)
     report = DemoReport(database=database, url=url, created=False)

@@ -212,8 +212,10 @@ def harm_model_command(
         )
     console.print(table)
     console.print(
-        f"n = {result.n}, groups = {result.n_groups}, loglik = {result.loglik:.4f}, converged = {result.converged}; "
-        f"{group} variance = {result.group_variance:.4f}, latent ICC = {result.icc:.4f}"
+        escape(
+            f"n = {result.n}, groups = {result.n_groups}, loglik = {result.loglik:.4f}, converged = "
+            f"{result.converged}; {group} variance = {result.group_variance:.4f}, latent ICC = {result.icc:.4f}"
+        )
     )
     console.print(escape(f"reference levels: {result.references_text()}"))
     if result.penalty.active:

@@ -1,1 +1,2 @@
-"""Data layer: engines and sessions (engine), tables (models), migrations (migrate, migrations/)."""
+"""Data layer: the engine cache (connect), engines and sessions (engine), faults as one sentence
+(errors), tables (models), migrations (migrate, migrations/)."""

@@ -8,28 +8,31 @@ first, wait up to ``busy_timeout`` for it), while read sessions use a plain BEGI
 to WAL, never block writers. PostgreSQL (``postgresql+psycopg://``) needs none of this; its
 services lock rows explicitly where two writers could race.
 
-New databases are migrated to the latest Alembic revision on first use, under a lock
-(``BEGIN IMMEDIATE`` on SQLite, an advisory lock on PostgreSQL) so that several app processes
-starting together migrate once.
+A SQLite file that cannot be written (``?mode=ro&uri=true``, ``immutable=1``, permissions, an
+immutable flag, a read-only mount) still serves reads; a write session on it raises
+``DatabaseReadOnly`` with the reason before taking any lock. Faults met inside a session
+(server gone, file gone) surface as one-sentence ``DatabaseUnavailable`` errors (``db.errors``).
+The process-wide engine cache and the migration on first use live in ``db.connect``.
 """
 
 from __future__ import annotations
 
-import threading
+import functools
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
-from review_app.config import get_settings
+from review_app.db.errors import DatabaseReadOnly, classify, read_only_sentence, sqlite_path
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _WRITE = "medrev_write"
-_engines: dict[str, Engine] = {}
-_engines_lock = threading.Lock()
+POSTGRES_CONNECT_TIMEOUT_S = 10  # an unreachable server fails in seconds instead of hanging the page
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -50,12 +53,10 @@ def _configure_sqlite(engine: Engine) -> None:
 
 
 def make_engine(url: str) -> Engine:
-    """A configured engine for ``url`` (no migration); prefer ``get_engine`` in application code."""
+    """A configured engine for ``url`` (no connection yet, no migration); application code uses
+    ``db.connect.get_engine``, which also checks the database and turns faults into one sentence."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        database = parsed.database
-        if database and database != ":memory:":
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
@@ -67,31 +68,9 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername != "postgresql+psycopg":
             raise ValueError(f"use the psycopg 3 driver: postgresql+psycopg://... (got {parsed.drivername}://)")
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S}
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args)
     raise ValueError(f"unsupported database {parsed.get_backend_name()!r}; use sqlite or postgresql+psycopg")
-
-
-def get_engine(url: str | None = None, *, migrate: bool = True) -> Engine:
-    """The process-wide engine for ``url`` (default: ``MEDREV_DATABASE_URL``), migrated on first use."""
-    url = url or get_settings().database_url
-    with _engines_lock:
-        engine = _engines.get(url)
-        if engine is None:
-            engine = make_engine(url)
-            if migrate:
-                from review_app.db.migrate import upgrade
-
-                upgrade(engine)
-            _engines[url] = engine
-        return engine
-
-
-def dispose_engines() -> None:
-    """Close every cached engine (tests, and before a process forks)."""
-    with _engines_lock:
-        for engine in _engines.values():
-            engine.dispose()
-        _engines.clear()
 
 
 def writer(engine: Engine) -> Engine:
@@ -101,16 +80,92 @@ def writer(engine: Engine) -> Engine:
 
 @contextmanager
 def write_session(engine: Engine) -> Iterator[Session]:
-    """A session in one write transaction: committed on success, rolled back on any error."""
-    with Session(writer(engine), expire_on_commit=False) as session, session.begin():
+    """A session in one write transaction: committed on success, rolled back on any error.
+
+    Raises ``DatabaseReadOnly`` at once (no lock taken, nothing half-done) when the SQLite file
+    cannot be written.
+    """
+    reason = read_only_reason(engine)
+    if reason is not None:
+        raise DatabaseReadOnly(read_only_sentence(sqlite_path(engine.url) or engine.url, reason), engine.url)
+    with database_faults(engine), Session(writer(engine), expire_on_commit=False) as session, session.begin():
         yield session
 
 
 @contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
     """A session for reads; it never takes the SQLite write lock."""
-    with Session(engine, expire_on_commit=False) as session:
+    with database_faults(engine), Session(engine, expire_on_commit=False) as session:
         yield session
+
+
+@contextmanager
+def database_faults(engine: Engine) -> Iterator[None]:
+    """Re-raise a known database fault met inside the block as one sentence (``DatabaseUnavailable``)."""
+    try:
+        yield
+    except DBAPIError as exc:
+        fault = classify(exc, engine.url, read_only_reason=_read_only_reason_after(exc, engine))
+        if fault is None:
+            raise
+        raise fault from exc
+
+
+def _read_only_reason_after(exc: DBAPIError, engine: Engine) -> str | None:
+    if engine.dialect.name != "sqlite" or "readonly" not in str(exc.orig).lower():
+        return None
+    return read_only_reason(engine)
+
+
+def read_only_reason(engine: Engine) -> str | None:
+    """Why the SQLite file behind ``engine`` cannot be written, or None (always None for PostgreSQL).
+
+    Asked before every write session, so it costs one ``access`` call; the reason is worked out
+    only when the file is not writable. A file that becomes read-only while the app runs is seen
+    at the next save.
+    """
+    url = engine.url
+    if url.get_backend_name() != "sqlite":
+        return None
+    uri = url.query.get("uri") in ("true", "1")
+    if uri and url.query.get("mode") == "ro":
+        return "it is opened with mode=ro"
+    if uri and url.query.get("immutable") == "1":
+        return "it is opened with immutable=1"
+    path = _sqlite_file(url)
+    if path is None or os.access(path, os.W_OK) or not path.is_file():
+        return None
+    return _why_not_writable(path)
+
+
+@functools.lru_cache(maxsize=64)
+def _sqlite_file(url: URL) -> Path | None:
+    return sqlite_path(url)
+
+
+def _why_not_writable(path: Path) -> str:
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except OSError:
+        pass
+    if _immutable_flag(path):
+        return "it carries the immutable attribute, set with chattr +i"
+    return f"its permissions ({path.stat().st_mode & 0o777:o}) do not let this user write it"
+
+
+def _immutable_flag(path: Path) -> bool:
+    """Linux's immutable attribute (``chattr +i``), which stops even root from writing."""
+    try:
+        import array
+        import fcntl
+
+        flags = array.array("l", [0])
+        with open(path, "rb") as handle:
+            fcntl.ioctl(handle.fileno(), 0x80086601, flags, True)  # FS_IOC_GETFLAGS
+        return bool(flags[0] & 0x10)  # FS_IMMUTABLE_FL
+    except (OSError, ImportError, ValueError):
+        return False
 
 
 def is_sqlite(engine: Engine) -> bool:

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, func
 from sqlmodel import select
 
 from review_app.config import get_settings
-from review_app.db.engine import read_session, write_session
+from review_app.db.engine import read_only_reason, read_session, write_session
 from review_app.db.models import ROLES, Reviewer, utcnow
 from review_app.services import audit
 from review_app.services.errors import AccountLocked, Conflict, InvalidInput, NotFound
@@ -201,6 +201,8 @@ def authenticate(engine: Engine, username: str, password: str) -> Reviewer | Non
     ``MEDREV_LOCKOUT_MINUTES``; while locked, ``AccountLocked`` is raised without checking the
     password, so guessing during the lock-out learns nothing.
     """
+    if read_only_reason(engine) is not None:
+        return _authenticate_read_only(engine, username, password)
     settings = get_settings()
     name = username.strip().lower()
     with write_session(engine) as session:
@@ -237,6 +239,24 @@ def authenticate(engine: Engine, username: str, password: str) -> Reviewer | Non
     if locked:
         raise AccountLocked(f"too many failed sign-ins: this account is locked for {settings.lockout_minutes} minutes")
     return None
+
+
+def _authenticate_read_only(engine: Engine, username: str, password: str) -> Reviewer | None:
+    """Sign-in on a read-only database: the same checks, without the bookkeeping it cannot save.
+
+    Failed attempts cannot be counted (so no new lock-out starts), and the sign-in time and audit
+    event are not written; an existing lock-out is still respected.
+    """
+    with read_session(engine) as session:
+        user = session.exec(select(Reviewer).where(Reviewer.username == username.strip().lower())).first()
+    if user is None or not user.active or user.password_hash is None:
+        _verify(_DUMMY_HASH, password)
+        return None
+    now = utcnow()
+    if user.locked_until is not None and user.locked_until > now:
+        minutes = max(1, round((user.locked_until - now).total_seconds() / 60))
+        raise AccountLocked(f"too many failed sign-ins: this account is locked for about {minutes} more minute(s)")
+    return user if _verify(user.password_hash, password) else None
 
 
 def _verify(password_hash: str, password: str) -> bool:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-
-class ServiceError(Exception):
-    """Base class: something the user asked for cannot be done, with a reason they can act on."""
+# The root class lives below every layer, so database faults (review_app.db.errors) are ServiceErrors too.
+from review_app.errors import ServiceError as ServiceError
 
 
 class NotFound(ServiceError):

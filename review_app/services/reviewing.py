@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from bench_core.medmisbench import taxonomy
-from review_app.db.engine import read_session, write_session
+from review_app.db.engine import read_only_reason, read_session, write_session
 from review_app.db.models import (
     Annotation,
     AnnotationScore,
@@ -313,7 +313,7 @@ def open_task(engine: Engine, assignment_id: int, reviewer_id: int) -> TaskView:
         "draft": dict(draft.payload) if draft else {},
         "draft_seconds": draft.seconds_on_task if draft else 0.0,
     }
-    if assignment.status == "assigned":
+    if assignment.status == "assigned" and read_only_reason(engine) is None:  # read-only: show, do not mark
         with write_session(engine) as session:
             session.execute(
                 update(Assignment)

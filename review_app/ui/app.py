@@ -10,6 +10,8 @@ from pathlib import Path
 import streamlit as st
 
 from review_app.services import accounts
+from review_app.ui.components.database import database_faults_shown, require_database
+from review_app.ui.components.text import plain
 from review_app.ui.session import current_user, engine, oidc_configured, sign_in_as, sign_out
 
 EVERYONE = ("reviewer", "lead", "admin")
@@ -28,19 +30,22 @@ PAGES = (
     ("views/lead_reviewers.py", "Reviewers", ":material/group:", "Study lead", LEADS),
 )
 
-st.set_page_config(page_title="medrev review", page_icon=":material/clinical_notes:", layout="wide")
+# A local icon: a ":material/...:" page icon makes every browser fetch it from fonts.gstatic.com.
+ICON = Path(__file__).with_name("static") / "favicon.svg"
+st.set_page_config(page_title="medrev review", page_icon=str(ICON), layout="wide")
 st.html(
     "<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem;padding-bottom:1rem;}"
     # The score buttons' labels are their keys already; Streamlit's extra key badge would repeat them.
     ".stElementContainer[class*='-kb'] kbd{display:none;}</style>"
 )
+require_database()  # a database fault is one sentence here, never a traceback
 
 user = current_user()
 if user is None and oidc_configured() and getattr(st.user, "is_logged_in", False):
     account = accounts.get_user_by_email(engine(), st.user.get("email") or "")
     if account is None:
         st.error(
-            f"You signed in as {st.user.get('email')}, but no active reviewer account has this email. "
+            f"You signed in as {plain(st.user.get('email'))}, but no active reviewer account has this email. "
             "Ask your study lead to add you."
         )
         st.button("Sign out", on_click=st.logout)
@@ -53,7 +58,8 @@ if user is None:
     # then lands where it was (instead of Streamlit's "page not found").
     sign_in = [st.Page("views/sign_in.py", title="Sign in", icon=":material/login:", default=True)]
     sign_in += [st.Page("views/sign_in.py", title="Sign in", url_path=Path(p[0]).stem) for p in PAGES]
-    st.navigation(sign_in, position="hidden").run()
+    with database_faults_shown():
+        st.navigation(sign_in, position="hidden").run()
     st.stop()
 
 sections: dict[str, list] = {}
@@ -64,6 +70,7 @@ for script, title, icon, section, roles in PAGES:
         )
 page = st.navigation(sections)
 with st.sidebar:
-    st.markdown(f"**{user.display_name}**  \n{user.role}")
+    st.markdown(f"**{plain(user.display_name)}**  \n{user.role}")
     st.button("Sign out", on_click=sign_out, icon=":material/logout:")
-page.run()
+with database_faults_shown():
+    page.run()

@@ -4,12 +4,18 @@ The defaults are applied as ``STREAMLIT_*`` environment variables only when the 
 set them, so ``medrev app`` behaves the same from any working folder (Streamlit reads
 ``.streamlit/config.toml`` only from the current folder) and every setting can still be
 overridden the usual Streamlit way.
+
+The address and port are resolved here exactly as Streamlit resolves them (flags, then
+``STREAMLIT_SERVER_*`` variables, then ``.streamlit/config.toml``, then its defaults) and passed on
+explicitly, so what ``medrev app`` prints is where the server listens: with an explicit port,
+Streamlit fails on a busy port instead of silently moving to the next one.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 APP_SCRIPT = Path(__file__).with_name("app.py")
@@ -39,6 +45,42 @@ def app_environment(database_url: str | None = None) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class ListenAddress:
+    host: str  # "" = every network interface
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host or '0.0.0.0'}:{self.port}"
+
+    @property
+    def local_only(self) -> bool:
+        return self.host in ("127.0.0.1", "localhost", "::1")
+
+    def describe(self) -> str:
+        """Where the server listens, and who can reach it."""
+        if self.local_only:
+            return f"{self.url} (this computer only)"
+        if not self.host or self.host in ("0.0.0.0", "::"):
+            return f"{self.url} (every network interface; on this computer open http://localhost:{self.port})"
+        return f"{self.url}"
+
+
+def listen_address(host: str | None = None, port: int | None = None) -> ListenAddress:
+    """The address Streamlit will listen on, resolved by Streamlit's own configuration rules."""
+    from streamlit import config
+
+    flags: dict[str, object] = {}
+    for option, value in (("server.address", host), ("server.port", port)):
+        # `streamlit run` reads STREAMLIT_SERVER_* through its command-line parser, as if they were flags.
+        value = value or os.environ.get("STREAMLIT_" + option.upper().replace(".", "_")) or None
+        if value:
+            flags[option] = value
+    config.get_config_options(force_reparse=True, options_from_flags=flags)
+    return ListenAddress(str(config.get_option("server.address") or ""), int(config.get_option("server.port")))
+
+
 def streamlit_command(host: str | None = None, port: int | None = None) -> list[str]:
     command = [sys.executable, "-m", "streamlit", "run", str(APP_SCRIPT)]
     if host:
@@ -48,8 +90,8 @@ def streamlit_command(host: str | None = None, port: int | None = None) -> list[
     return command
 
 
-def run_app(host: str | None = None, port: int | None = None, database_url: str | None = None) -> None:
-    """Replace this process with the Streamlit server (Ctrl-C stops it cleanly)."""
-    command = streamlit_command(host, port)
+def run_app(address: ListenAddress, database_url: str | None = None) -> None:
+    """Replace this process with the Streamlit server on ``address`` (Ctrl-C stops it cleanly)."""
+    command = streamlit_command(address.host or None, address.port)
     sys.stdout.flush()
     os.execvpe(command[0], command, app_environment(database_url))

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from review_app.db.engine import get_engine
+from review_app.db.connect import get_engine
+from review_app.ui.components.text import plain
 
 _USER_KEY = "medrev_user"
 
@@ -85,4 +86,4 @@ def show_flashes() -> None:
     """
     box = st.container()
     for kind, message in st.session_state.pop("_flash", []):
-        getattr(box, kind)(message)
+        getattr(box, kind)(plain(message))  # messages quote names and service errors: shown as text

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from review_app.cli import app
-from review_app.db.engine import dispose_engines
+from review_app.db.connect import dispose_engines
 
 from .factories import item_rows, response_rows, write_jsonl
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from bench_core.kernel import latex
 from review_app.analysis import agreement
 from review_app.cli import app
-from review_app.db.engine import dispose_engines, get_engine
+from review_app.db.connect import dispose_engines, get_engine
 from review_app.rubrics import RUBRIC_A, RUBRIC_B
 from review_app.services import accounts, adjudication, assignment, export, export_latex, export_tables, studies
 from review_app.services.annotations import annotations_frame

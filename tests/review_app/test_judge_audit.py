@@ -83,7 +83,7 @@ def test_import_command_creates_a_judge_audit_study(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from review_app.cli import app
-    from review_app.db.engine import dispose_engines, get_engine
+    from review_app.db.connect import dispose_engines, get_engine
     from review_app.db.models import Study
 
     monkeypatch.setenv("MEDREV_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")

@@ -7,7 +7,8 @@ from typer.testing import CliRunner
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.run import prepare_items
 from review_app.cli import app
-from review_app.db.engine import dispose_engines, get_engine, read_session
+from review_app.db.connect import dispose_engines, get_engine
+from review_app.db.engine import read_session
 from review_app.db.models import Item, ModelResponse, Study
 from review_app.services import importing, studies
 from tests.bench_core.medmisbench.scenario import answer_book

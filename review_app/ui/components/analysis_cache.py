@@ -26,14 +26,14 @@ from review_app.services.study_analysis import (
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _cached(url: str, study: str, version: tuple, n_boot: int, options: str) -> StudyAnalysis:
-    from review_app.db.engine import get_engine
+    from review_app.db.connect import get_engine
 
     return study_analysis(get_engine(url), study, n_boot=n_boot, options=AnalysisOptions(**json.loads(options)))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _cached_agreement(url: str, study: str, version: tuple, weights: str, min_ratings: int) -> StudyAgreement:
-    from review_app.db.engine import get_engine
+    from review_app.db.connect import get_engine
 
     return study_agreement(get_engine(url), study, weights=weights, min_ratings=min_ratings)
 

@@ -8,6 +8,7 @@ from review_app.services import adjudication, reviewing, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components import material
 from review_app.ui.components.pickers import pick_study
+from review_app.ui.components.text import plain
 from review_app.ui.session import engine, flash, require_role, show_flashes
 
 user = require_role("lead", "admin")
@@ -21,7 +22,7 @@ rubric = get_rubric(rubric_key)
 left, right = st.columns([3, 1], vertical_alignment="bottom")
 open_only = left.toggle("Only tasks that still need a decision", value=True)
 if right.button("Record unanimous decisions", help="Mark every task whose raters fully agree as unanimous."):
-    st.success(str(adjudication.auto_unanimous(db, study.name, rubric_key, lead_id=user.id)))
+    st.success(plain(adjudication.auto_unanimous(db, study.name, rubric_key, lead_id=user.id)))
 entries = adjudication.disagreement_queue(db, study.name, rubric_key, open_only=open_only)
 if not entries:
     st.success("Nothing to adjudicate here.")
@@ -74,11 +75,11 @@ with decision_col:
     st.dataframe(view.ratings_frame(), width="stretch")
     for rating in view.ratings:
         if rating.flags or rating.comment:
-            st.caption(f"{rating.rater}: {', '.join(rating.flags) or 'no flags'}")
+            st.caption(plain(f"{rating.rater}: {', '.join(rating.flags) or 'no flags'}"))
             if rating.comment:
                 st.text(rating.comment)
     for reason in view.comparison.reasons:
-        st.warning(reason)
+        st.warning(plain(reason))
     if view.stale:
         st.info("A rating changed after the last decision: please review it again.")
     base = (view.latest.final_scores if view.latest else None) or view.comparison.consensus or {}

@@ -7,6 +7,7 @@ from review_app.services.judge_audit import judge_audit_summary
 from review_app.ui.components import charts
 from review_app.ui.components.analysis_cache import agreement_for
 from review_app.ui.components.pickers import pick_study
+from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
 
 require_role("lead", "admin")
@@ -61,7 +62,7 @@ st.caption(
     "use AC1."
 )
 for note in result.notes:
-    st.info(note)
+    st.info(plain(note))
 if frame.empty:
     st.info(f"No task has {max(int(min_ratings), 2)} ratings yet, so agreement cannot be computed.")
     st.stop()

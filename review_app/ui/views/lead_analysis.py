@@ -15,6 +15,7 @@ from review_app.services.study_analysis import AnalysisOptions, save_analysis_op
 from review_app.ui.components import charts
 from review_app.ui.components.analysis_cache import analysis_for
 from review_app.ui.components.pickers import pick_study
+from review_app.ui.components.text import plain
 from review_app.ui.session import engine, flash, require_role, show_flashes
 
 FACTOR_LABELS = {
@@ -102,7 +103,7 @@ show_flashes()
 analysis = analysis_for(db, study.name)
 options = analysis.options
 for note in analysis.notes:
-    st.info(note)
+    st.info(plain(note))
 
 if "B" in study.rubric_keys:
     with st.expander("Analysis settings (saved with the study; the export uses them)"):
@@ -146,11 +147,11 @@ if analysis.harm_model is not None:
     if model.penalty.active:
         st.info(model.penalty.describe())
     for note in model.separation_notes():
-        st.warning(note)
+        st.warning(plain(note))
     for note in model.notes:
-        st.info(note)
+        st.info(plain(note))
     other = [w for w in model.warnings if not w.startswith("separation:")]
     for warning in other:
-        st.warning(warning)
+        st.warning(plain(warning))
     st.plotly_chart(charts.odds_ratios(model.to_frame().reset_index()), width="stretch")
     st.dataframe(model.printable_frame(), hide_index=True, width="stretch")

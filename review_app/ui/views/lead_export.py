@@ -5,6 +5,7 @@ import streamlit as st
 from review_app.services import export, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components.pickers import pick_study
+from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
 
 user = require_role("lead", "admin")
@@ -26,14 +27,14 @@ if st.button("Build export", type="primary", disabled=not formats):
                 db, study.name, formats=tuple(formats), real_names=real_names, actor_id=user.id
             )
     except ServiceError as exc:
-        st.error(str(exc))
+        st.error(plain(exc))
     else:
         st.session_state["export_archive"] = archive
 archive = st.session_state.get("export_archive")
 if archive is not None:
     st.success(f"{len(archive.result.files)} files, snapshot {archive.result.snapshot_utc}.")
     for note in archive.result.notes:
-        st.info(note)
+        st.info(plain(note))
     st.download_button(
         "Download the export (.zip)", archive.data, file_name=archive.filename, mime="application/zip", type="primary"
     )

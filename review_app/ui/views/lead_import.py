@@ -10,6 +10,7 @@ from bench_core.kernel.errors import DatasetError
 from bench_core.kernel.tabular import iter_rows
 from review_app.services import importing
 from review_app.services.errors import ServiceError
+from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
 
 user = require_role("lead", "admin")
@@ -38,9 +39,9 @@ try:
         if len(preview) >= 20:
             break
 except DatasetError as exc:
-    st.error(str(exc))
+    st.error(plain(exc))
     st.stop()
-st.markdown(f"**Preview** (first {len(preview)} rows of {upload.name})")
+st.markdown(f"**Preview** (first {len(preview)} rows of {plain(upload.name)})")
 st.dataframe(pd.DataFrame(preview).astype(str), hide_index=True, width="stretch")
 
 try:
@@ -51,7 +52,7 @@ except importing.ImportRefused as exc:
     st.dataframe(issues, hide_index=True, width="stretch")
     st.stop()
 except (ServiceError, DatasetError) as exc:
-    st.error(str(exc))
+    st.error(plain(exc))
     st.stop()
 
 st.success(
@@ -63,6 +64,6 @@ if st.button("Import", type="primary", disabled=summary.new == 0 and summary.upd
     try:
         (done,) = importing.import_path(db, path, kind=summary.kind, actor=user.username, actor_id=user.id)
     except ServiceError as exc:
-        st.error(str(exc))
+        st.error(plain(exc))
     else:
-        st.success(f"Imported: {done}")
+        st.success(plain(f"Imported: {done}"))

@@ -6,6 +6,7 @@ from review_app.rubrics import all_rubrics
 from review_app.services import assignment, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components.pickers import pick_study
+from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
 
 user = require_role("lead", "admin")
@@ -24,9 +25,9 @@ with st.expander("Create a study", expanded=not studies.list_studies(db)), st.fo
         try:
             study = studies.create_study(db, name, rubrics=rubric_keys, description=description, actor_id=user.id)
             st.session_state["lead_study"] = study.name
-            st.success(f"Created {study.name!r}.")
+            st.success(f"Created {plain(repr(study.name))}.")
         except ServiceError as exc:
-            st.error(str(exc))
+            st.error(plain(exc))
 
 study = pick_study(db, studies)
 if study is None:
@@ -64,10 +65,10 @@ with st.form("pool"):
                 add=add,
                 actor_id=user.id,
             )
-            st.success(str(result).splitlines()[0])
+            st.success(plain(str(result).splitlines()[0]))
             st.code(str(result), language=None)
         except ServiceError as exc:
-            st.error(str(exc))
+            st.error(plain(exc))
 
 st.markdown("#### 2. Assign raters")
 with st.form("assign"):
@@ -80,7 +81,7 @@ with st.form("assign"):
             result = assignment.assign(
                 db, study.name, raters=int(raters), dual_share=float(share), seed=int(seed), actor_id=user.id
             )
-            st.success(str(result).splitlines()[0])
+            st.success(plain(str(result).splitlines()[0]))
             st.code(str(result), language=None)
         except ServiceError as exc:
-            st.error(str(exc))
+            st.error(plain(exc))

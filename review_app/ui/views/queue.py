@@ -5,12 +5,13 @@ import streamlit as st
 
 from review_app.rubrics import get_rubric
 from review_app.services import reviewing
+from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role, show_flashes
 
 user = require_role()
 db = engine()
 show_flashes()
-st.markdown(f"### Welcome, {user.display_name}")
+st.markdown(f"### Welcome, {plain(user.display_name)}")
 rows = reviewing.queue(db, user.id)
 remaining = sum(r.open + r.skipped for r in rows)
 done = sum(r.submitted for r in rows)

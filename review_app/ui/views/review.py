@@ -6,7 +6,8 @@ from review_app.rubrics import get_rubric
 from review_app.services import reviewing
 from review_app.services.errors import ServiceError
 from review_app.ui.components import material, scoring
-from review_app.ui.session import engine, require_role, show_flashes
+from review_app.ui.components.text import plain
+from review_app.ui.session import engine, flash, require_role, show_flashes
 
 user = require_role()
 db = engine()
@@ -21,13 +22,20 @@ def _go_next() -> None:
 
 
 def _skip(aid: int) -> None:
-    reviewing.skip(db, aid, user.id)
+    try:
+        reviewing.skip(db, aid, user.id)
+    except ServiceError as exc:  # a refusal (or a read-only database) is a message, not an exception page
+        flash(str(exc), "error")
+        return
     scoring.forget(aid)
     _go_next()
 
 
 def _toggle_flag(aid: int, flagged: bool) -> None:
-    reviewing.set_flag(db, aid, user.id, not flagged)
+    try:
+        reviewing.set_flag(db, aid, user.id, not flagged)
+    except ServiceError as exc:
+        flash(str(exc), "error")
 
 
 requested = st.query_params.get("task")
@@ -40,7 +48,7 @@ if aid is None:
 try:
     view = reviewing.open_task(db, aid, user.id)
 except ServiceError as exc:
-    st.error(str(exc))
+    st.error(plain(exc))
     st.page_link("views/queue.py", label="Back to my queue", icon=":material/inbox:")
     st.stop()
 st.query_params["task"] = str(aid)
@@ -51,7 +59,8 @@ head, left, right = st.columns([4, 1, 1], vertical_alignment="center")
 head.markdown(f"#### {rubric.name}")
 head.progress(
     done / max(1, done + todo),
-    text=f"{view.study} · {done} of {done + todo} done, {todo} left · this task: {view.status.replace('_', ' ')}",
+    text=f"{plain(view.study)} · {done} of {done + todo} done, {todo} left · "
+    f"this task: {view.status.replace('_', ' ')}",
 )
 left.button("Skip for now", on_click=_skip, args=(aid,), disabled=view.status == "submitted", width="stretch")
 right.button(

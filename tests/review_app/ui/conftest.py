@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from review_app.db.engine import dispose_engines, get_engine
+from review_app.db.connect import dispose_engines, get_engine
 from review_app.demo import demo_password, seed_demo
 
 APP = Path(__file__).resolve().parents[3] / "review_app" / "ui" / "app.py"

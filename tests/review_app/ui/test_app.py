@@ -27,7 +27,7 @@ def _open_review(at, rubric: str | None = None):
 
 
 def _engine():
-    from review_app.db.engine import get_engine
+    from review_app.db.connect import get_engine
 
     return get_engine()
 
@@ -188,7 +188,7 @@ def test_other_reviewers_scores_and_model_identity_never_reach_the_page(demo_db)
             select(ModelResponse.model).join(Task, Task.response_id == ModelResponse.id).where(Task.id == task_id)
         ).one()
     (first, first_user), (second, second_user) = pair
-    from review_app.db.engine import get_engine
+    from review_app.db.connect import get_engine
     from review_app.rubrics import ScoreSheet
     from review_app.services.accounts import set_password
 

@@ -17,7 +17,8 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from review_app.db.engine import dispose_engines, get_engine, read_session
+from review_app.db.connect import dispose_engines, get_engine
+from review_app.db.engine import read_session
 from review_app.db.models import Assignment, ModelResponse, Task
 from review_app.services import assignment, studies
 

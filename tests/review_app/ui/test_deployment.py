@@ -1,14 +1,16 @@
 """The documented deployment runs: nginx (Debian) in front of two `medrev app` replicas on one PostgreSQL.
 
-Uses `deploy/nginx.conf` as shipped, with the ports filled in. A reviewer works through nginx (the
-websocket goes through the proxy), another works on the second replica directly, and both write to
-the same PostgreSQL database.
+Uses `deploy/nginx.conf` as shipped, with the ports and a self-signed certificate (made here with
+openssl) filled in. Plain HTTP redirects to HTTPS; every HTTPS response carries HSTS, anti-framing and
+nosniff headers. A reviewer works through nginx over TLS (the websocket goes through the proxy),
+another works on the second replica directly, and both write to the same PostgreSQL database.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -37,7 +39,7 @@ def _wait_http(url: str, process: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + 60
     while True:
         try:
-            if httpx.get(url, timeout=1).status_code == 200:
+            if httpx.get(url, timeout=1, verify=False).status_code == 200:  # the test certificate is self-signed
                 return
         except httpx.HTTPError:
             pass
@@ -46,11 +48,47 @@ def _wait_http(url: str, process: subprocess.Popen, log: Path) -> None:
         time.sleep(0.3)
 
 
-def _nginx_conf(prefix: Path, listen: int, replicas: tuple[int, int]) -> Path:
+def _self_signed(prefix: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made with openssl for this test only."""
+    cert, key = prefix / "cert.pem", prefix / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def _nginx_conf(prefix: Path, listen: int, http: int, replicas: tuple[int, int], cert: Path, key: Path) -> Path:
     text = (ROOT / "deploy" / "nginx.conf").read_text()
-    text = text.replace("server 127.0.0.1:8601;", f"server 127.0.0.1:{replicas[0]};")
-    text = text.replace("server 127.0.0.1:8602;", f"server 127.0.0.1:{replicas[1]};")
-    text = text.replace("listen 80;", f"listen 127.0.0.1:{listen};")
+    replacements = {
+        "server 127.0.0.1:8601;": f"server 127.0.0.1:{replicas[0]};",
+        "server 127.0.0.1:8602;": f"server 127.0.0.1:{replicas[1]};",
+        "listen 443 ssl http2;": f"listen 127.0.0.1:{listen} ssl http2;",
+        "listen 80;": f"listen 127.0.0.1:{http};",
+        "/etc/ssl/medrev/fullchain.pem": str(cert),
+        "/etc/ssl/medrev/privkey.pem": str(key),
+    }
+    for shipped, here in replacements.items():
+        assert shipped in text, shipped  # the test runs the shipped file, not a copy of it
+        text = text.replace(shipped, here)
     # Run unprivileged paths under the test's prefix (the shipped file relies on the system's defaults).
     text = f"user root;\npid {prefix}/nginx.pid;\n" + text.replace(
         "http {",
@@ -93,17 +131,20 @@ def deployment(tmp_path):
             _wait_http(f"http://127.0.0.1:{port}/_stcore/health", process, log)
         prefix = tmp_path / "nginx"
         prefix.mkdir()
-        listen = free_port()
-        conf = _nginx_conf(prefix, listen, ports)
+        listen, http = free_port(), free_port()
+        cert, key = _self_signed(prefix)
+        conf = _nginx_conf(prefix, listen, http, ports, cert, key)
         nginx = subprocess.Popen(
             [NGINX, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(conf), "-g", "daemon off;"],
             stdout=(prefix / "stdout.log").open("w"),
             stderr=subprocess.STDOUT,
         )
         processes.append(nginx)
-        _wait_http(f"http://127.0.0.1:{listen}/_stcore/health", nginx, prefix / "stdout.log")
+        _wait_http(f"https://127.0.0.1:{listen}/_stcore/health", nginx, prefix / "stdout.log")
         yield {
-            "proxy": f"http://127.0.0.1:{listen}",
+            "proxy": f"https://127.0.0.1:{listen}",
+            "http": f"http://127.0.0.1:{http}",
+            "cert": cert,
             "replicas": [f"http://127.0.0.1:{p}" for p in ports],
             "engine": engine,
             "prefix": prefix,
@@ -144,7 +185,7 @@ def _review_one_task(page, base: str, username: str) -> None:
 def test_two_replicas_behind_nginx_share_one_postgres(deployment, browser):
     engine = deployment["engine"]
     before = (_submitted(engine, "rev01"), _submitted(engine, "rev02"))
-    through_proxy = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+    through_proxy = browser.new_context(viewport={"width": 1440, "height": 900}, ignore_https_errors=True).new_page()
     through_proxy.set_default_timeout(20_000)
     _review_one_task(through_proxy, deployment["proxy"], "rev01")
     shot(through_proxy, "30-through-nginx")
@@ -158,3 +199,19 @@ def test_two_replicas_behind_nginx_share_one_postgres(deployment, browser):
     while '"GET /_stcore/stream HTTP/1.1" 101' not in log.read_text() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert '"GET /_stcore/stream HTTP/1.1" 101' in log.read_text()  # the websocket went through the proxy
+
+
+def test_nginx_serves_tls_with_security_headers_and_redirects_http(deployment):
+    trusted = ssl.create_default_context(cafile=str(deployment["cert"]))  # only our certificate is trusted
+    with httpx.Client(verify=trusted, timeout=10) as client:
+        for path in ("/", "/_stcore/health", "/no-such-page"):
+            response = client.get(deployment["proxy"] + path)
+            assert response.url.scheme == "https"
+            headers = response.headers
+            assert headers["x-frame-options"] == "DENY", path
+            assert "frame-ancestors 'none'" in headers["content-security-policy"], path
+            assert headers["x-content-type-options"] == "nosniff", path
+            assert headers["strict-transport-security"].startswith("max-age="), path
+            assert int(headers["strict-transport-security"].split("=")[1]) >= 31_536_000
+    plain = httpx.get(deployment["http"] + "/", follow_redirects=False, timeout=10)
+    assert plain.status_code == 301 and plain.headers["location"].startswith("https://127.0.0.1")

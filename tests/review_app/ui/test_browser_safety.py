@@ -1,0 +1,134 @@
+"""In a real browser: loading the sign-in page, the queue, the review page and lead pages makes no request
+beyond 127.0.0.1, even when a study and a display name carry Markdown images, HTML images and links;
+those names show literally. Every request is recorded with ``page.on("request")``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from review_app.db.connect import dispose_engines, get_engine
+from review_app.db.engine import write_session
+from review_app.demo import DEMO_JUDGE_STUDY
+
+from .browser_support import expect, free_port, shot, sign_in, wait_idle
+from .test_names_as_text import HOSTILE_NAME, HOSTILE_STUDY, rename
+
+pytestmark = pytest.mark.browser
+
+
+def start_app(
+    url: str, tmp_path, command: list[str] | None = None, *, port: int | None = None, env: dict | None = None
+) -> tuple[subprocess.Popen, str]:
+    """``medrev <command>`` (default: ``app`` on 127.0.0.1) on ``url`` as a real process, once healthy on ``port``.
+
+    Returns the process and its base URL; its output goes to ``tmp_path/app-<port>.log``.
+    """
+    port = port or free_port()
+    log = tmp_path / f"app-{port}.log"
+    command = command or ["app", "--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "review_app", *command],
+        env=os.environ | {"MEDREV_DATABASE_URL": url} | (env or {}),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{base}/_stcore/health", timeout=1).text == "ok":
+                return process, base
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the app did not start: {log.read_text()[-2000:]}")
+        time.sleep(0.3)
+
+
+@pytest.fixture
+def hostile_server(demo_template, tmp_path):
+    db = tmp_path / "demo.db"
+    shutil.copyfile(demo_template, db)
+    url = f"sqlite:///{db}"
+    engine = get_engine(url)
+    rename(engine)
+    with write_session(engine) as session:  # the lead pages open on the newest study: make it hostile too
+        session.exec(
+            text("UPDATE study SET name = :new WHERE name = :old").bindparams(
+                new=HOSTILE_STUDY + " (judge)", old=DEMO_JUDGE_STUDY
+            )
+        )
+    dispose_engines()
+    process, base = start_app(url, tmp_path)
+    try:
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def _recorded(page) -> list[str]:
+    urls: list[str] = []
+    page.on("request", lambda request: urls.append(request.url))
+    return urls
+
+
+def _off_machine(urls: list[str], base: str) -> list[str]:
+    """Requests to any host but the app's own (data: and blob: URLs never leave the browser)."""
+    own = urlsplit(base).netloc
+    return [u for u in urls if urlsplit(u).scheme in ("http", "https", "ws", "wss") and urlsplit(u).netloc != own]
+
+
+def _assert_inert(page) -> None:
+    assert page.locator("img[src*='203.0.113.9']").count() == 0
+    assert page.locator("a[href*='203.0.113.9']").count() == 0
+
+
+def test_pages_load_nothing_from_other_hosts_and_show_names_literally(hostile_server, browser):
+    base = hostile_server
+    reviewer = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+    reviewer.set_default_timeout(20_000)
+    requests = _recorded(reviewer)
+    reviewer.goto(base)
+    expect(reviewer.get_by_role("button", name="Sign in")).to_be_visible()
+    wait_idle(reviewer)
+    reviewer.wait_for_timeout(1000)  # the favicon and fonts are requested after the first render
+    assert _off_machine(requests, base) == []
+    sign_in(reviewer, base, "rev01")
+    expect(reviewer.get_by_text("Welcome, Dr **Bold** ![me](http", exact=False)).to_be_visible()
+    _assert_inert(reviewer)
+    reviewer.get_by_role("button", name="Start next task").click()
+    expect(reviewer.get_by_text("Study ![pixel](http", exact=False).first).to_be_visible()
+    wait_idle(reviewer)
+    _assert_inert(reviewer)
+    shot(reviewer, "40-hostile-names-review")
+    assert _off_machine(requests, base) == []
+
+    lead = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+    lead.set_default_timeout(20_000)
+    lead_requests = _recorded(lead)
+    sign_in(lead, base, "lead01", "/lead_reviewers")
+    expect(lead.get_by_text("Enrolment in Study ![pixel](http", exact=False)).to_be_visible()
+    wait_idle(lead)
+    _assert_inert(lead)
+    lead.get_by_role("link", name="Progress").click()  # in-app navigation (a reload signs out on main)
+    expect(lead.get_by_text("Tasks complete")).to_be_visible()
+    wait_idle(lead)
+    _assert_inert(lead)
+    shot(lead, "41-hostile-names-lead")
+    assert len(lead_requests) > 10 and _off_machine(lead_requests, base) == []
+    assert HOSTILE_NAME.startswith("Dr **Bold**")
+    reviewer.context.close()
+    lead.context.close()
