@@ -361,9 +361,6 @@ def test_review_page_fits_a_1366x768_laptop(server, browser):
         assert 0 <= b["response"]["top"] < 200 and _inside(b["submit"], screen)
         assert _inside(b["active"], b["scores"])
         shot(page, "09-layout-1366x768-rubric-b")
-        docs = os.environ.get("MEDREV_REFRESH_DOCS_SCREENSHOT")
-        if docs:  # regenerate the README's picture of the review page
-            page.screenshot(path=docs)
     finally:
         context.close()
 
@@ -387,3 +384,44 @@ def test_judge_audit_keys_follow_the_scale_positions(server, page):
     expect(panel(page, aid)).to_have_count(0)
     wait_idle(page)
     assert stored_scores(engine, aid) == {"clinician_label": -1, "confidence": 2}
+
+
+def test_submit_is_refused_next_to_submit_when_the_screen_is_not_the_saved_draft(server, browser):
+    """Two windows on one task: the one showing outdated scores cannot submit them."""
+    base, engine = server
+    pages = []
+    for _ in range(2):
+        context = browser.new_context(viewport={"width": 1366, "height": 768})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        sign_in(page, base, "rev01", path="/review")
+        wait_idle(page)
+        pages.append(page)
+    one, two = pages
+    aid = shown_task(one)
+    assert shown_task(two) == aid
+    try:
+        for _ in A_DIMENSIONS:
+            one.keyboard.press("2")
+        wait_idle(one)
+        for _ in A_DIMENSIONS:
+            two.keyboard.press("0")  # the other window changes every saved score
+        wait_idle(two)
+        one.keyboard.press("Control+Enter")  # still shows 2 everywhere
+        notice = one.locator(".mrk-notice.mrk-error")
+        expect(notice).to_contain_text("Not submitted: the scores on your screen are not the saved ones")
+        expect(notice).to_contain_text("Base-item validity: screen 2, saved 0")
+        wait_idle(one)
+        assert annotations(engine, aid) == 0
+        # The refused window now shows what is saved, and the reviewer can submit that knowingly.
+        expect(panel(one, aid).locator(".mrk-level.mrk-on[data-value='0']")).to_have_count(len(A_DIMENSIONS))
+        shot(one, "10-refused-submit")
+        box = notice.bounding_box()
+        submit = one.get_by_role("button", name="Submit").bounding_box()
+        assert 0 < submit["y"] - (box["y"] + box["height"]) < 40  # the message sits just above Submit
+        one.get_by_role("button", name="Submit").click()
+        expect(panel(one, aid)).to_have_count(0)
+        assert stored_scores(engine, aid) == dict.fromkeys(A_DIMENSIONS, 0)
+    finally:
+        for page in pages:
+            page.context.close()
