@@ -316,6 +316,7 @@ def test_review_page_fits_a_1366x768_laptop(server, browser):
     try:
         sign_in(page, base, "rev01", path="/review")
         expect(page.get_by_text("Rubric A: item validation")).to_be_visible()
+        expect(page.get_by_role("button", name="Submit")).to_be_visible()  # the panel's code has run
         wait_idle(page)
         screen = {"top": 0, "bottom": 768}
         a = page.evaluate(GEOMETRY)
@@ -351,6 +352,7 @@ def test_review_page_fits_a_1366x768_laptop(server, browser):
         page.keyboard.press("Control+Enter")
         expect(page.get_by_text("Rubric B: response review")).to_be_visible()
         expect(panel(page, first)).to_have_count(0)
+        expect(page.locator(".st-key-mr-response")).to_be_visible()
         wait_idle(page)
         page.wait_for_timeout(300)
         assert stored_scores(engine, first) == dict(zip(A_DIMENSIONS, (2, 1, 2, 2, 0), strict=True))
