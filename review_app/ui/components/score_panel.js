@@ -19,6 +19,7 @@ const S = (window.__medrevScorePanel ||= {
   view: null,
   root: null,
   listening: false,
+  submitSent: 0, // seq of the last submit sent, until the server has answered it
 });
 
 function newSourceId() {
@@ -49,6 +50,7 @@ function emit(view, event) {
   S.seq += 1;
   const full = { ...event, src: S.src, seq: S.seq, aid: view.aid, token: view.token, base: view.base };
   S.pending.push(full);
+  if (event.t === "submit") S.submitSent = full.seq;
   if (S.send) S.send("events", S.pending.slice());
   return full;
 }
@@ -401,7 +403,12 @@ export default function (component) {
       render(view, true);
     }
   });
-  // A panel mounted again (after another page) starts with no state on the server: resend.
-  if (remounted && S.pending.length) S.send("events", S.pending.slice());
+  // A panel mounted again (after another page) starts with no state on the server: resend. And once
+  // the server has answered a submit, stop sending it: while it is sent, the server takes the page's
+  // address for that task as out of date (the answer may not have reached the browser).
+  if ((remounted && S.pending.length) || (S.submitSent && ack >= S.submitSent)) {
+    S.submitSent = 0;
+    S.send("events", S.pending.slice());
+  }
   return () => {}; // the DOM is kept between runs so focus and typing survive a rerun
 }

@@ -111,7 +111,8 @@ def handle_events(engine, reviewer_id: int) -> int | None:
     Every event is acknowledged (applied, refused or a repeat) and never handled twice; a refusal
     is shown next to Submit. Nothing here depends on which task the page shows at the moment.
     A submit also counts as "just submitted" while the browser still sends it (it has not seen
-    the answer yet, e.g. a run cut short by the next rerun), so the page moves on all the same.
+    the answer yet, e.g. a run cut short by the next rerun before the new address reached the
+    browser), so the page moves on all the same; the panel stops sending it once answered.
     """
     state = st.session_state.get(PANEL_KEY) or {}
     events = state.get("events") if isinstance(state, dict) else None
@@ -132,6 +133,8 @@ def handle_events(engine, reviewer_id: int) -> int | None:
         else:
             _change(engine, reviewer_id, event)
         acks[event["src"]] = event["seq"]
+    names = {f"{e['src']}:{e['seq']}" for e in todo}
+    st.session_state[_SUBMITS] = {name: a for name, a in stored.items() if name in names}
     return submitted
 
 
