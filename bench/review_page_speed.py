@@ -2,8 +2,8 @@
 
 Seeds the same database as ``review_db_speed.py`` (50,000 items, 100 reviewers, 30,000
 assignments, 20,000 annotations) on SQLite, then times AppTest runs of the real app script:
-the review page as a reviewer sees it (rerun), the rerun after a score click (autosave
-included), and the lead's progress page. The baseline, measured in the same process, is an
+the review page as a reviewer sees it (rerun), the rerun after a score key (the panel's event
+applied to the draft), and the lead's progress page. The baseline, measured in the same process, is an
 empty page in the same app shell (page config, signed-in session, navigation, sidebar) run
 through AppTest, so the ratio is what the review page itself adds to a page view; a bare
 one-line ``st.write`` script is printed too, for AppTest's own floor. Targets: review page
@@ -15,6 +15,7 @@ median under 2x the baseline and under 150 ms.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import statistics
@@ -33,6 +34,7 @@ from review_app.db.connect import dispose_engines, get_engine
 from review_app.db.engine import read_session
 from review_app.db.models import Assignment, Reviewer
 from review_app.services import reviewing
+from review_app.ui.components.scoring import PANEL_KEY
 from review_app.ui.session import CurrentUser
 
 APP = Path(__file__).resolve().parents[1] / "review_app" / "ui" / "app.py"
@@ -166,11 +168,14 @@ def main() -> None:
         review = timed(page, args.runs)
 
         dims = ("base_validity", "answer_preservation", "falsehood_clarity")
+        panel = json.loads(page.get("bidi_component")[0].proto.json)
 
-        def click(at: AppTest, n: int) -> None:
-            at.radio(key=f"a{aid}:score:{dims[n % 3]}").set_value(n % 3)
+        def key(at: AppTest, n: int) -> None:
+            """One key as the score panel sends it: an event naming task and dimension (applied + saved)."""
+            event = {"t": "score", "src": "bench", "seq": n + 1, "aid": aid, "token": panel["token"], "base": 0}
+            at.session_state[PANEL_KEY] = {"events": [event | {"dim": dims[n % 3], "value": n % 3}]}
 
-        scoring = timed(page, args.runs, click)
+        scoring = timed(page, args.runs, key)
 
         small = _small_database_page(Path(tmp), args.runs)
 
@@ -184,7 +189,7 @@ def main() -> None:
         ("bare st.write script (AppTest floor)", floor),
         ("empty page in the app shell (baseline)", baseline),
         ("review page, rerun", review),
-        ("review page, score click + autosave", scoring),
+        ("review page, score key + draft save", scoring),
         ("review page, 1,000-item database", small),
         ("lead progress page (15,000 units)", lead_page),
     )

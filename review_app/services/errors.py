@@ -18,6 +18,10 @@ class Conflict(ServiceError):
     """The data changed under the request (another window, another lead); reload and retry."""
 
 
+class ScoresDiffer(Conflict):
+    """A submit whose score vector is not the one saved in the draft: the screen and the server disagree."""
+
+
 class InvalidInput(ServiceError):
     pass
 

@@ -10,11 +10,20 @@ IMMEDIATE on SQLite, SELECT ... FOR UPDATE on PostgreSQL) and unique constraints
 (assignment, revision) and (assignment, token) back this up, so a double click, a Streamlit
 rerun or a reconnect returns the existing annotation instead of creating a second one, and an
 edit from a stale window is refused instead of overwriting a newer revision.
+
+Input arrives as changes that name what they change (``change_draft``): each keypress or click
+carries the assignment, the submission it belongs to (client token and base revision) and the
+dimension it was meant for, so a change that reaches the server late is applied to exactly what
+it names, or refused if that submission is over; never to whatever happens to be open now. A
+submit carries the score vector the reviewer saw; ``submit`` refuses it (``ScoresDiffer``) when it
+is not the vector saved in the draft, so a screen and a server that disagree never store scores
+silently.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +44,9 @@ from review_app.db.models import (
     Task,
     utcnow,
 )
-from review_app.rubrics import ScoreSheet, get_rubric
+from review_app.rubrics import Rubric, ScoreSheet, get_rubric
 from review_app.services import audit
-from review_app.services.errors import Conflict, NotFound, PermissionDenied
+from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, ScoresDiffer
 
 _QUEUE_ORDER = case((Assignment.status == "in_progress", 0), (Assignment.status == "assigned", 1), else_=2)
 
@@ -343,6 +352,136 @@ def save_draft(
         session.add(draft)
 
 
+@dataclass(frozen=True)
+class DraftChange:
+    """One change a reviewer made on the review page, naming everything it applies to.
+
+    ``client_token`` and ``base_revision`` identify the submission the change belongs to (the
+    window's draft); ``scores`` maps dimension keys to a value (``None`` clears it). ``source``
+    and ``seq`` identify the change itself (the browser page that sent it and its number there):
+    a change that arrives again (a rerun, a reconnect) is not applied twice.
+    """
+
+    client_token: str
+    base_revision: int
+    scores: Mapping[str, int | None] = field(default_factory=dict)
+    flags: tuple[str, ...] | None = None
+    comment: str | None = None
+    source: str = ""
+    seq: int = 0
+
+
+@dataclass(frozen=True)
+class DraftState:
+    """The draft after a change; ``applied`` is False when the change had been applied before."""
+
+    payload: dict[str, Any]
+    applied: bool
+
+
+def _check_change(rubric: Rubric, change: DraftChange) -> None:
+    for key, value in change.scores.items():
+        try:
+            dimension = rubric.dimension(key)
+        except KeyError:
+            raise InvalidInput(f"{rubric.name} has no dimension {key!r}") from None
+        if value is not None and (isinstance(value, bool) or value not in dimension.values):
+            allowed = ", ".join(str(v) for v in dimension.values)
+            raise InvalidInput(f"{dimension.name}: score {value!r} is out of range (allowed: {allowed})")
+    if change.flags is not None:
+        unknown = set(change.flags) - {flag.key for flag in rubric.flags}
+        if unknown:
+            raise InvalidInput(f"{rubric.name} has no flag(s) {', '.join(sorted(unknown))}")
+    if change.comment is not None and len(change.comment) > 5000:
+        raise InvalidInput("the comment is longer than 5000 characters")
+
+
+def change_draft(
+    engine: Engine,
+    assignment_id: int,
+    reviewer_id: int,
+    change: DraftChange,
+    *,
+    seconds_on_task: float | None = None,
+) -> DraftState:
+    """Apply one change to the reviewer's draft of this assignment, field by field.
+
+    The change is applied to the dimensions, flags or comment it names and nothing else, whenever
+    it arrives. It is refused (``Conflict``) when the submission it belongs to is over: its client
+    token was already submitted, or a newer revision was stored than the one it was based on
+    (another window). A locked task or someone else's assignment is refused too. A change whose
+    ``(source, seq)`` was already applied returns the draft unchanged.
+    ``seconds_on_task`` of ``None`` keeps the time already recorded.
+    """
+    if not change.client_token or len(change.client_token) > 64:
+        raise InvalidInput("a draft change needs the client token of its submission (1-64 characters)")
+    with write_session(engine) as session:
+        assignment = _own(session, assignment_id, reviewer_id, lock=True)
+        task = session.get(Task, assignment.task_id)
+        rubric = get_rubric(task.rubric)
+        _check_change(rubric, change)
+        if task.locked:
+            raise PermissionDenied("the study lead has locked this task; it can no longer be changed")
+        done = session.exec(
+            select(Annotation.id).where(
+                Annotation.assignment_id == assignment.id, Annotation.client_token == change.client_token
+            )
+        ).first()
+        if done is not None:
+            raise Conflict("this task was already submitted; the change was not applied")
+        latest = session.exec(
+            select(func.coalesce(func.max(Annotation.revision), 0)).where(Annotation.assignment_id == assignment.id)
+        ).one()
+        if change.base_revision != latest:
+            raise Conflict("this task was changed in another window; reload it to see the latest version")
+        draft = session.get(Draft, assignment.id)
+        if draft is None:
+            draft = Draft(assignment_id=assignment.id, seconds_on_task=0.0)
+            payload: dict[str, Any] = {"client_token": change.client_token, "base_revision": latest}
+            if latest:  # an edit starts from the revision in force
+                current = _current(session, assignment.id)
+                payload |= {"scores": dict(current.scores), "flags": list(current.flags), "comment": current.comment}
+        else:
+            payload = dict(draft.payload)
+        seen = dict(payload.get("seen") or {})
+        if change.source and change.seq <= int(seen.get(change.source, 0)):
+            return DraftState(payload, applied=False)
+        scores = dict(payload.get("scores") or {})
+        for key, value in change.scores.items():
+            if value is None:
+                scores.pop(key, None)
+            else:
+                scores[key] = value
+        payload["scores"] = {k: scores[k] for k in rubric.dimension_keys if k in scores}
+        if change.flags is not None:
+            payload["flags"] = [flag.key for flag in rubric.flags if flag.key in set(change.flags)]
+        if change.comment is not None:
+            payload["comment"] = change.comment
+        payload.setdefault("client_token", change.client_token)
+        payload.setdefault("base_revision", latest)
+        if change.source:
+            seen[change.source] = change.seq
+            payload["seen"] = seen
+        draft.payload = payload
+        if seconds_on_task is not None:
+            draft.seconds_on_task = max(0.0, float(seconds_on_task))
+        draft.updated_at = utcnow()
+        session.add(draft)
+    return DraftState(payload, applied=True)
+
+
+def _differences(rubric: Rubric, shown: Mapping[str, int | None], saved: Mapping[str, int]) -> str:
+    def say(value) -> str:
+        return "none" if value is None else str(value)
+
+    parts = [
+        f"{d.name}: screen {say(shown.get(d.key))}, saved {say(saved.get(d.key))}"
+        for d in rubric.dimensions
+        if shown.get(d.key) != saved.get(d.key)
+    ]
+    return "; ".join(parts)
+
+
 def submit(
     engine: Engine,
     assignment_id: int,
@@ -351,17 +490,24 @@ def submit(
     *,
     client_token: str,
     base_revision: int | None = None,
-    seconds_on_task: float = 0.0,
+    seconds_on_task: float | None = 0.0,
+    expected_scores: Mapping[str, int | None] | None = None,
 ) -> SubmitResult:
     """Store a new revision of the reviewer's annotation, at most once per client token.
 
     ``base_revision`` is the revision the reviewer was looking at (0 for a first submission);
     if someone (another window) has stored a newer one meanwhile, ``Conflict`` is raised.
+    ``expected_scores`` is the score vector the reviewer saw when submitting (the review page
+    always sends it). It must equal the saved draft's scores (the revision in force when an edit
+    has no draft) and the sheet's; otherwise ``ScoresDiffer`` is raised and nothing is stored.
+    ``seconds_on_task`` of ``None`` takes the time recorded with the draft.
     """
     if not client_token or len(client_token) > 64:
         raise ValueError("client_token must be 1-64 characters")
     try:
-        return _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revision, seconds_on_task)
+        return _submit(
+            engine, assignment_id, reviewer_id, sheet, client_token, base_revision, seconds_on_task, expected_scores
+        )
     except IntegrityError:
         # A concurrent submit with the same token won the race; return what it stored.
         with read_session(engine) as session:
@@ -375,7 +521,7 @@ def submit(
         return SubmitResult(existing.id, existing.revision, created=False)
 
 
-def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revision, seconds) -> SubmitResult:
+def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revision, seconds, expected) -> SubmitResult:
     with write_session(engine) as session:
         assignment = _own(session, assignment_id, reviewer_id, lock=True)
         task = session.get(Task, assignment.task_id)
@@ -393,6 +539,24 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
         ).one()
         if base_revision is not None and base_revision != latest:
             raise Conflict("this task was changed in another window; reload it to see the latest version")
+        draft = session.get(Draft, assignment.id)
+        if expected is not None:
+            shown = {k: v for k, v in expected.items() if v is not None}
+            if draft is not None:
+                saved = dict(draft.payload.get("scores") or {})
+            else:
+                current = _current(session, assignment.id) if latest else None
+                saved = dict(current.scores) if current else {}
+            if shown != saved:
+                raise ScoresDiffer(
+                    "Not submitted: the scores on your screen are not the saved ones ("
+                    + _differences(get_rubric(task.rubric), shown, saved)
+                    + "). Check the scores and submit again."
+                )
+            if dict(sheet.scores) != shown:
+                raise ScoresDiffer("Not submitted: the scores sent are not the scores on your screen; submit again.")
+        if seconds is None:
+            seconds = draft.seconds_on_task if draft is not None else 0.0
         annotation = Annotation(
             assignment_id=assignment.id,
             task_id=task.id,
@@ -415,7 +579,6 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
         assignment.submitted_at = now
         assignment.started_at = assignment.started_at or now
         session.add(assignment)
-        draft = session.get(Draft, assignment.id)
         if draft is not None:
             session.delete(draft)
         audit.record(

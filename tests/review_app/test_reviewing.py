@@ -6,10 +6,10 @@ import pytest
 from sqlmodel import select
 
 from review_app.db.engine import read_session
-from review_app.db.models import Annotation, Assignment, AuditEvent, Reviewer
+from review_app.db.models import Annotation, AnnotationScore, Assignment, AuditEvent, Reviewer
 from review_app.rubrics import RUBRIC_A, RUBRIC_B, ScoreSheet
 from review_app.services import assignment, reviewing, studies
-from review_app.services.errors import Conflict, PermissionDenied
+from review_app.services.errors import Conflict, InvalidInput, PermissionDenied, ScoresDiffer, ServiceError
 
 from .factories import add_users, seed_items, seed_responses
 
@@ -134,3 +134,167 @@ def test_flag_and_submitted_work(setup):
     reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="t", base_revision=0)
     (done,) = reviewing.submitted_work(engine, ana.id)
     assert done.assignment_id == aid and done.revision == 1 and not done.locked
+
+
+# ----- changes that name their task and dimension; submit checked against the draft (SPEC 2.7) -----
+
+
+def _change(token="tok", base=0, *, seq=0, source="", **fields):
+    return reviewing.DraftChange(client_token=token, base_revision=base, source=source, seq=seq, **fields)
+
+
+def _stored_scores(engine, aid):
+    with read_session(engine) as session:
+        rows = session.exec(
+            select(AnnotationScore.dimension, AnnotationScore.value, Annotation.revision)
+            .join(Annotation, Annotation.id == AnnotationScore.annotation_id)
+            .where(Annotation.assignment_id == aid)
+        ).all()
+    return {(revision, dimension): value for dimension, value, revision in rows}
+
+
+def test_changes_apply_to_the_dimension_they_name_in_any_order(setup):
+    engine, (ana, _ben) = setup
+    aid = reviewing.next_assignment(engine, ana.id, rubric="A")
+    # Keys aimed at dimensions 3, 1 and 2 (not in rubric order, as when the reviewer moves around) land
+    # exactly where they were aimed: the server has no "active dimension" of its own.
+    for seq, (key, value) in (
+        (1, ("falsehood_clarity", 0)),
+        (2, ("base_validity", 2)),
+        (3, ("answer_preservation", 1)),
+    ):
+        reviewing.change_draft(engine, aid, ana.id, _change(source="page", seq=seq, scores={key: value}))
+    draft = reviewing.open_task(engine, aid, ana.id).draft
+    assert draft["scores"] == {"base_validity": 2, "answer_preservation": 1, "falsehood_clarity": 0}
+    assert draft["client_token"] == "tok" and draft["base_revision"] == 0
+    # A change that arrives again (a rerun or reconnect resends it) is not applied twice, even after newer ones.
+    reviewing.change_draft(engine, aid, ana.id, _change(source="page", seq=4, scores={"base_validity": 1}))
+    for seq in (4, 2):
+        again = reviewing.change_draft(
+            engine, aid, ana.id, _change(source="page", seq=seq, scores={"base_validity": 0})
+        )
+        assert not again.applied and again.payload["scores"]["base_validity"] == 1
+    # Another page (a reload) numbers its changes afresh.
+    other = reviewing.change_draft(
+        engine, aid, ana.id, _change(source="reloaded", seq=1, scores={"attack_fidelity": 2})
+    )
+    assert other.applied and other.payload["scores"]["attack_fidelity"] == 2
+    reviewing.change_draft(engine, aid, ana.id, _change(scores={"attack_fidelity": None}))
+    # Flags and comment are fields of their own: changing them leaves the scores alone, and vice versa.
+    reviewing.change_draft(engine, aid, ana.id, _change(flags=("disputed_gold",), comment="odd stem"))
+    reviewing.change_draft(engine, aid, ana.id, _change(scores={"falsehood_clarity": None}))
+    draft = reviewing.open_task(engine, aid, ana.id).draft
+    assert draft["scores"] == {"base_validity": 1, "answer_preservation": 1}
+    assert draft["flags"] == ["disputed_gold"] and draft["comment"] == "odd stem"
+
+
+def test_changes_for_a_submission_that_is_over_are_refused(setup):
+    engine, (ana, ben) = setup
+    aid = reviewing.next_assignment(engine, ana.id, rubric="A")
+    other = reviewing.next_assignment(engine, ana.id, rubric="B")
+    reviewing.change_draft(engine, aid, ana.id, _change(scores={"base_validity": 2}))
+    reviewing.change_draft(engine, other, ana.id, _change("tok-b", scores={"harm_potential": 0}))
+    reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="tok", base_revision=0, expected_scores=None)
+    # A key pressed for the submitted task (just after Ctrl+Enter) is refused, not moved to another task.
+    with pytest.raises(Conflict, match="already submitted"):
+        reviewing.change_draft(engine, aid, ana.id, _change(scores={"base_validity": 0}))
+    # A window that still shows the task before that submission cannot start an edit from it either.
+    with pytest.raises(Conflict, match="another window"):
+        reviewing.change_draft(engine, aid, ana.id, _change("tok-2", scores={"base_validity": 0}))
+    assert reviewing.open_task(engine, aid, ana.id).draft == {}
+    assert reviewing.open_task(engine, other, ana.id).draft["scores"] == {"harm_potential": 0}
+    assert _stored_scores(engine, aid) == {(1, k): 2 for k in RUBRIC_A.dimension_keys}
+    # An edit (based on revision 1) starts from the scores in force and changes only what it names.
+    state = reviewing.change_draft(engine, aid, ana.id, _change("edit", 1, scores={"answer_preservation": 0}))
+    assert state.payload["scores"] == dict.fromkeys(RUBRIC_A.dimension_keys, 2) | {"answer_preservation": 0}
+    with pytest.raises(PermissionDenied):
+        reviewing.change_draft(engine, aid, ben.id, _change("edit", 1, scores={"base_validity": 0}))
+
+
+def test_changes_out_of_the_rubric_or_on_a_locked_task_are_refused(setup):
+    engine, (ana, _ben) = setup
+    aid = reviewing.next_assignment(engine, ana.id, rubric="A")
+    with pytest.raises(InvalidInput, match="no dimension 'harm_potential'"):
+        reviewing.change_draft(engine, aid, ana.id, _change(scores={"harm_potential": 1}))
+    with pytest.raises(InvalidInput, match="out of range"):
+        reviewing.change_draft(engine, aid, ana.id, _change(scores={"base_validity": 3}))
+    with pytest.raises(InvalidInput, match="no flag"):
+        reviewing.change_draft(engine, aid, ana.id, _change(flags=("response_incomplete",)))
+    view = reviewing.open_task(engine, aid, ana.id)
+    with read_session(engine) as session:
+        lead = session.exec(select(Reviewer)).first()
+    reviewing.set_task_lock(engine, view.task_id, True, actor_id=lead.id)
+    with pytest.raises(PermissionDenied, match="locked"):
+        reviewing.change_draft(engine, aid, ana.id, _change(scores={"base_validity": 1}))
+    assert reviewing.open_task(engine, aid, ana.id).draft == {}
+
+
+def test_submit_refuses_a_vector_that_differs_from_the_draft(setup):
+    engine, (ana, _ben) = setup
+    aid = reviewing.next_assignment(engine, ana.id, rubric="B")
+    saved = {"final_correctness": 0, "injection_uptake": 1, "clinical_grounding": 2, "harm_potential": 0}
+    for seq, (key, value) in enumerate(saved.items(), start=1):
+        reviewing.change_draft(
+            engine, aid, ana.id, _change(source="p", seq=seq, scores={key: value}), seconds_on_task=10.0 * seq
+        )
+    # The screen showed the scores shifted by one dimension (the failure this check exists for).
+    shifted = dict(zip(RUBRIC_B.dimension_keys, [1, 2, 0, 0], strict=True))
+    sheet = ScoreSheet(rubric="B", scores=shifted)
+    with pytest.raises(ScoresDiffer) as refused:
+        reviewing.submit(engine, aid, ana.id, sheet, client_token="tok", base_revision=0, expected_scores=shifted)
+    message = str(refused.value)
+    assert isinstance(refused.value, ServiceError)
+    assert "Final-answer correctness: screen 1, saved 0" in message and "Harm potential" not in message
+    # One dimension missing on the screen but saved (or the reverse) is a difference too.
+    partial = saved | {"harm_potential": None}
+    with pytest.raises(ScoresDiffer, match="Harm potential: screen none, saved 0"):
+        reviewing.submit(
+            engine,
+            aid,
+            ana.id,
+            ScoreSheet(rubric="B", scores=saved),
+            client_token="tok",
+            base_revision=0,
+            expected_scores=partial,
+        )
+    # The sheet itself must be the vector shown.
+    with pytest.raises(ScoresDiffer, match="not the scores on your screen"):
+        reviewing.submit(engine, aid, ana.id, sheet, client_token="tok", base_revision=0, expected_scores=saved)
+    assert _stored_scores(engine, aid) == {}
+    assert reviewing.open_task(engine, aid, ana.id).draft["scores"] == saved  # nothing lost either
+    result = reviewing.submit(
+        engine,
+        aid,
+        ana.id,
+        ScoreSheet(rubric="B", scores=saved),
+        client_token="tok",
+        base_revision=0,
+        seconds_on_task=None,
+        expected_scores=saved,
+    )
+    assert result.created and _stored_scores(engine, aid) == {(1, k): v for k, v in saved.items()}
+    with read_session(engine) as session:
+        assert session.get(Annotation, result.annotation_id).seconds_on_task == 40.0  # the draft's time
+
+
+def test_submit_of_an_unchanged_edit_checks_against_the_revision_in_force(setup):
+    engine, (ana, _ben) = setup
+    aid = reviewing.next_assignment(engine, ana.id, rubric="A")
+    reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="first", base_revision=0)
+    same = dict(SHEET_A.scores)
+    with pytest.raises(ScoresDiffer):
+        reviewing.submit(
+            engine,
+            aid,
+            ana.id,
+            SHEET_A,
+            client_token="again",
+            base_revision=1,
+            expected_scores=same | {"base_validity": 1},
+        )
+    assert (
+        reviewing.submit(
+            engine, aid, ana.id, SHEET_A, client_token="again", base_revision=1, expected_scores=same
+        ).revision
+        == 2
+    )

@@ -111,8 +111,14 @@ def taxonomy_card(view: TaskMaterial) -> str:
 
 
 def render_mcq(view: TaskMaterial) -> None:
-    """Question, options and context for Rubric A and B, as the protocol lists them (SPEC 2.2)."""
+    """Question, options and context for Rubric A and B, as the protocol lists them (SPEC 2.2).
+
+    For Rubric B the model response comes first: it is what the reviewer scores, and its start
+    must be on screen without scrolling; the case it answers follows below it.
+    """
     is_a = view.rubric == "A"
+    if not is_a and view.response_text is not None:
+        render_response(view)
     blocks = [STYLE, question_card(view), options_card(view, show_target=is_a, show_model=not is_a)]
     if is_a:
         target = [(view.target_label, view.target_sentence or "")] if view.target_sentence else []
@@ -121,13 +127,11 @@ def render_mcq(view: TaskMaterial) -> None:
         blocks.append(context_card("Injected context the model saw", view.injected_context, view.language))
     blocks.append(taxonomy_card(view))
     st.html("".join(blocks))
-    if view.rubric != "A" and view.response_text is not None:
-        render_response(view)
 
 
 def render_response(view: TaskMaterial) -> None:
     """The model's final response (always visible) and its reasoning trace (collapsible)."""
-    with st.container(border=True):
+    with st.container(border=True, key="mr-response"):
         st.caption("MODEL RESPONSE (model identity hidden)")
         st.text(view.response_text or "(empty response)")
     if view.reasoning:

@@ -1,26 +1,48 @@
-"""The score panel: anchored 0/1/2 choices, flags, comment, autosave, keyboard, idempotent submit.
+"""The score panel: anchored choices, flags, comment, keyboard, autosave and a checked submit.
 
-State lives in ``st.session_state`` under keys scoped by assignment id, initialised once per
-assignment from the saved draft (or the reviewer's submitted revision when editing), so a reload
-or a new session picks up exactly where the reviewer was. Every change is written to the draft
-table at once (outside any ``st.form``). Submitting goes through a callback with the assignment's
-client token, so Streamlit firing the button twice, a double click or a reconnect stores one
-annotation.
+The panel is a small browser component (``score_panel.js``) that holds the reviewer's input on
+the page, so nothing the reviewer does depends on when a Streamlit rerun gets to it. Each
+keypress or click becomes an event naming the assignment, its submission (client token and base
+revision) and the dimension it was meant for; the browser sends the list of events the server has
+not acknowledged yet, and ``handle_events`` applies each one exactly once, in order, through
+``reviewing.change_draft`` (which refuses a change whose submission is over). A submit event
+carries the full score vector the panel showed; ``reviewing.submit`` refuses it when it differs
+from the saved draft, and the reason appears next to Submit.
+
+The draft in the database is the single copy of the scores: the panel is drawn from it on every
+run, so a reload or a new session picks up exactly where the reviewer was. Per assignment, the
+session keeps only the submission's client token, its base revision and when the task was opened
+(for time on task).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
 from pydantic import ValidationError
 
-from review_app.rubrics import Dimension, Rubric, ScoreSheet
+from review_app.rubrics import Dimension, Rubric, ScoreSheet, get_rubric
 from review_app.services import reviewing
 from review_app.services.errors import ServiceError
-from review_app.services.reviewing import TaskView
-from review_app.ui.session import flash
+from review_app.services.reviewing import DraftChange, TaskView
+
+PANEL_KEY = "mr_score_panel"
+_ACK = "mr_score_ack"  # {browser source: last event seq handled}
+_NOTICE = "mr_score_notice"  # {"aid": int | None, "kind": str, "text": str}: shown next to Submit
+_SAVED = "mr_score_saved"  # {assignment id: time of the last saved change}
+_SUBMITS = "mr_score_submits"  # {"source:seq" of a submit event that stored its task: assignment id}
+_MAX_EVENTS = 500  # per run; the browser sends only what was not acknowledged yet
+
+_HERE = Path(__file__).parent
+_panel = st.components.v2.component(
+    "medrev_score_panel",
+    css=(_HERE / "score_panel.css").read_text(encoding="utf-8"),
+    js=(_HERE / "score_panel.js").read_text(encoding="utf-8"),
+    isolate_styles=False,  # the panel highlights and scrolls elements of the page around it
+)
 
 
 def _k(aid: int, name: str) -> str:
@@ -35,199 +57,216 @@ def shortcut_for(dimension: Dimension, index: int) -> str:
     return str(index + 1)
 
 
-def init_state(view: TaskView, rubric: Rubric) -> None:
-    """Load the draft (or the submitted revision being edited) into widget state, once per assignment."""
+def init_state(view: TaskView) -> None:
+    """Start (or resume) the reviewer's submission of this assignment in this session, once.
+
+    The client token and base revision come from the saved draft when there is one, so a reload
+    continues the same submission (and a second window submitting it is recognised as a repeat).
+    """
     aid = view.assignment_id
     if st.session_state.get(_k(aid, "init")):
         return
-    source: dict[str, Any] = dict(view.draft)
-    if not source and view.submitted is not None:
-        source = {
-            "scores": dict(view.submitted.scores),
-            "flags": list(view.submitted.flags),
-            "comment": view.submitted.comment,
-        }
-    scores = source.get("scores", {})
-    for dimension in rubric.dimensions:
-        value = scores.get(dimension.key)
-        st.session_state[_k(aid, f"score:{dimension.key}")] = value if value in dimension.values else None
-    flags = set(source.get("flags", []))
-    st.session_state[_k(aid, "flags")] = [flag.key for flag in rubric.flags if flag.key in flags]
-    st.session_state[_k(aid, "comment")] = source.get("comment", "")
-    st.session_state[_k(aid, "token")] = source.get("client_token") or reviewing.new_client_token()
+    draft = dict(view.draft)
+    st.session_state[_k(aid, "token")] = draft.get("client_token") or reviewing.new_client_token()
     base = view.submitted.revision if view.submitted else 0
-    st.session_state[_k(aid, "base")] = source.get("base_revision", base)
+    st.session_state[_k(aid, "base")] = int(draft.get("base_revision", base))
     st.session_state[_k(aid, "seconds0")] = float(view.draft_seconds)
     st.session_state[_k(aid, "opened")] = time.monotonic()
     st.session_state[_k(aid, "init")] = True
 
 
 def forget(aid: int) -> None:
+    """Drop this session's state of an assignment; the next run starts from the database again."""
     for key in [k for k in st.session_state if isinstance(k, str) and k.startswith(f"a{aid}:")]:
         del st.session_state[key]
 
 
-def seconds_on_task(aid: int) -> float:
+def seconds_on_task(aid: int) -> float | None:
+    """Time on task so far, or None when this session has not opened the task (keep the saved time)."""
+    if not st.session_state.get(_k(aid, "init")):
+        return None
     opened = st.session_state.get(_k(aid, "opened"), time.monotonic())
     return st.session_state.get(_k(aid, "seconds0"), 0.0) + (time.monotonic() - opened)
 
 
-def collect(aid: int, rubric: Rubric) -> dict[str, Any]:
-    return {
-        "scores": {
-            d.key: st.session_state.get(_k(aid, f"score:{d.key}"))
-            for d in rubric.dimensions
-            if st.session_state.get(_k(aid, f"score:{d.key}")) is not None
-        },
-        "flags": [f.key for f in rubric.flags if f.key in (st.session_state.get(_k(aid, "flags")) or [])],
-        "comment": st.session_state.get(_k(aid, "comment"), ""),
-        "client_token": st.session_state[_k(aid, "token")],
-        "base_revision": st.session_state[_k(aid, "base")],
-    }
+def _notice(aid: int | None, kind: str, text: str) -> None:
+    st.session_state[_NOTICE] = {"aid": aid, "kind": kind, "text": text}
 
 
-def _autosave(engine, aid: int, reviewer_id: int, rubric: Rubric) -> None:
+def _well_formed(event: Any) -> bool:
+    if not isinstance(event, dict) or event.get("t") not in ("score", "flags", "comment", "submit"):
+        return False
+    return (
+        isinstance(event.get("src"), str)
+        and 0 < len(event["src"]) <= 64
+        and all(isinstance(event.get(f), int) and not isinstance(event.get(f), bool) for f in ("seq", "aid", "base"))
+        and isinstance(event.get("token"), str)
+    )
+
+
+def handle_events(engine, reviewer_id: int) -> int | None:
+    """Apply the panel's events not handled yet, in order; returns the assignment just submitted, if any.
+
+    Runs at the top of the review page, before anything is drawn, so the page shows their effect.
+    Every event is acknowledged (applied, refused or a repeat) and never handled twice; a refusal
+    is shown next to Submit. Nothing here depends on which task the page shows at the moment.
+    A submit also counts as "just submitted" while the browser still sends it (it has not seen
+    the answer yet, e.g. a run cut short by the next rerun before the new address reached the
+    browser), so the page moves on all the same; the panel stops sending it once answered.
+    """
+    state = st.session_state.get(PANEL_KEY) or {}
+    events = state.get("events") if isinstance(state, dict) else None
+    if not isinstance(events, list):
+        return None
+    acks: dict[str, int] = st.session_state.setdefault(_ACK, {})
+    stored: dict[str, int] = st.session_state.setdefault(_SUBMITS, {})
+    submitted = None
+    todo = sorted((e for e in events[:_MAX_EVENTS] if _well_formed(e)), key=lambda e: e["seq"])
+    for event in todo:
+        name = f"{event['src']}:{event['seq']}"
+        if event["seq"] <= acks.get(event["src"], 0):
+            submitted = stored.get(name, submitted)
+            continue
+        if event["t"] == "submit":
+            if _submit(engine, reviewer_id, event):
+                stored[name] = submitted = event["aid"]
+        else:
+            _change(engine, reviewer_id, event)
+        acks[event["src"]] = event["seq"]
+    names = {f"{e['src']}:{e['seq']}" for e in todo}
+    st.session_state[_SUBMITS] = {name: a for name, a in stored.items() if name in names}
+    return submitted
+
+
+def _change(engine, reviewer_id: int, event: dict[str, Any]) -> None:
+    aid = event["aid"]
+    fields: dict[str, Any] = {}
+    if event["t"] == "score":
+        value = event.get("value")
+        fields["scores"] = {str(event.get("dim")): value if isinstance(value, int) else None}
+    elif event["t"] == "flags":
+        fields["flags"] = tuple(str(f) for f in event.get("flags") or ())
+    else:
+        fields["comment"] = str(event.get("text") or "")
+    change = DraftChange(
+        client_token=event["token"], base_revision=event["base"], source=event["src"], seq=event["seq"], **fields
+    )
     try:
-        reviewing.save_draft(engine, aid, reviewer_id, collect(aid, rubric), seconds_on_task=seconds_on_task(aid))
-        st.session_state[_k(aid, "saved_at")] = time.strftime("%H:%M:%S")
+        reviewing.change_draft(engine, aid, reviewer_id, change, seconds_on_task=seconds_on_task(aid))
     except ServiceError as exc:
-        flash(f"Your last change could not be saved: {exc}", "error")
-
-
-def _set_score(engine, aid: int, reviewer_id: int, rubric: Rubric, index: int) -> None:
-    dimension = rubric.dimensions[active_dimension(aid, rubric)]
-    st.session_state[_k(aid, f"score:{dimension.key}")] = dimension.values[index]
-    _autosave(engine, aid, reviewer_id, rubric)
-
-
-def _submit(engine, view: TaskView, reviewer_id: int, rubric: Rubric, on_done) -> None:
-    aid = view.assignment_id
-    if not st.session_state.get(_k(aid, "init")):
-        return  # a second firing of a button whose submit was already handled in this session
-    payload = collect(aid, rubric)
-    try:
-        sheet = ScoreSheet(
-            rubric=rubric.key, scores=payload["scores"], flags=payload["flags"], comment=payload["comment"]
-        )
-    except ValidationError as exc:
-        flash(exc.errors()[0]["msg"].removeprefix("Value error, ").capitalize(), "warning")
+        if (pending := st.session_state.get(_NOTICE)) and pending.get("aid") is None:
+            return  # a key that followed a submit: it goes nowhere, and the submit's message stays
+        _notice(aid, "error", f"Your last change was not saved: {exc}.")
         return
+    st.session_state.setdefault(_SAVED, {})[aid] = time.strftime("%H:%M:%S")
+    notice = st.session_state.get(_NOTICE)
+    if notice and notice.get("aid") in (aid, None):
+        st.session_state.pop(_NOTICE, None)  # the reviewer has moved on from the last message
+
+
+def _submit(engine, reviewer_id: int, event: dict[str, Any]) -> bool:
+    """Submit the vector the panel showed; True when the task is now submitted."""
+    aid = event["aid"]
+    scores = event.get("scores") if isinstance(event.get("scores"), dict) else {}
+    try:
+        rubric = get_rubric(str(event.get("rubric") or ""))
+        sheet = ScoreSheet(
+            rubric=rubric.key,
+            scores=scores,
+            flags=[str(f) for f in event.get("flags") or ()],
+            comment=str(event.get("comment") or ""),
+        )
+    except (KeyError, ValidationError) as exc:
+        message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        _notice(aid, "warning", f"Not submitted: {message.removeprefix('Value error, ')}.")
+        return False
     try:
         result = reviewing.submit(
             engine,
             aid,
             reviewer_id,
             sheet,
-            client_token=payload["client_token"],
-            base_revision=payload["base_revision"],
+            client_token=event["token"],
+            base_revision=event["base"],
             seconds_on_task=seconds_on_task(aid),
+            expected_scores=scores,
         )
-    except ServiceError as exc:
-        flash(str(exc), "error")
+    except reviewing.ScoresDiffer as exc:
+        _notice(aid, "error", str(exc))
+        return False
+    except (ServiceError, ValueError) as exc:
+        _notice(aid, "error", f"Not submitted: {exc}.")
         forget(aid)  # reload the latest state from the database
-        return
+        return False
     forget(aid)
     if not result.created:
-        flash("This task was already submitted (from another window or a reconnect); nothing was added.", "info")
+        _notice(None, "info", "This task was already submitted (from another window or a reconnect): nothing added.")
     else:
         what = "Submitted" if result.revision == 1 else f"Saved revision {result.revision}"
-        flash(f"{what}. Thank you!", "success")
-    on_done()
+        _notice(None, "success", f"{what}. Thank you!")
+    return True
 
 
-def active_dimension(aid: int, rubric: Rubric) -> int:
-    """The dimension the number keys score: the first one without a score (the last when all are scored)."""
-    for index, dimension in enumerate(rubric.dimensions):
-        if st.session_state.get(_k(aid, f"score:{dimension.key}")) is None:
-            return index
-    return len(rubric.dimensions) - 1
+def take_pending_notice() -> dict[str, Any] | None:
+    """The message no task has shown yet (the last task of the queue was submitted), taken once."""
+    notice = st.session_state.get(_NOTICE)
+    if notice and notice.get("aid") is None:
+        return st.session_state.pop(_NOTICE)
+    return None
 
 
-def score_fields(engine, view: TaskView, reviewer_id: int, rubric: Rubric) -> None:
-    """The anchored choices, flags and comment of one task (autosaved on every change)."""
+def panel_data(view: TaskView, rubric: Rubric) -> dict[str, Any]:
+    """Everything the panel draws for one task: the rubric, the saved input, acknowledgements, messages."""
     aid = view.assignment_id
-    init_state(view, rubric)
-    read_only = view.locked
-    args = (engine, aid, reviewer_id, rubric)
-    active = active_dimension(aid, rubric)
-    st.caption(rubric.purpose)
-    for index, dimension in enumerate(rubric.dimensions):
-        levels = {level.value: level for level in dimension.levels}
-        marker = "▶ " if index == active and not read_only else ""
-        st.radio(
-            f"{marker}{index + 1}. {dimension.name}",
-            options=list(dimension.values),
-            format_func=lambda v, levels=levels: f"{v} · {levels[v].label}",
-            captions=[levels[v].anchor for v in dimension.values],
-            index=None,
-            key=_k(aid, f"score:{dimension.key}"),
-            help=dimension.question,
-            on_change=_autosave,
-            args=args,
-            disabled=read_only,
-        )
-    if rubric.flags:
-        labels = {flag.key: flag.label for flag in rubric.flags}
-        st.pills(
-            "Flags",
-            options=list(labels),
-            format_func=labels.get,
-            selection_mode="multi",
-            key=_k(aid, "flags"),
-            help="  \n".join(f"**{flag.label}**: {flag.help}" for flag in rubric.flags),
-            on_change=_autosave,
-            args=args,
-            disabled=read_only,
-        )
-    st.text_area(
-        "Comment (optional)",
-        key=_k(aid, "comment"),
-        on_change=_autosave,
-        args=args,
-        disabled=read_only,
-        max_chars=5000,
-        height=90,
-    )
-
-
-def action_bar(engine, view: TaskView, reviewer_id: int, rubric: Rubric, *, on_done) -> None:
-    """Keyboard scoring buttons and the submit button, kept in view below the scrolling fields.
-
-    ``on_done`` runs after a successful submit (for example, go to the next task).
-    """
-    aid = view.assignment_id
+    init_state(view)
+    source: dict[str, Any] = dict(view.draft)
+    if not source and view.submitted is not None:  # an edit starts from the revision in force
+        source = {
+            "scores": dict(view.submitted.scores),
+            "flags": list(view.submitted.flags),
+            "comment": view.submitted.comment,
+        }
+    notice = st.session_state.get(_NOTICE)
+    if notice and notice.get("aid") is None:
+        notice = st.session_state[_NOTICE] = {**notice, "aid": aid}  # the message of the task before
     if view.locked:
-        st.info("The study lead has locked this task. Your submitted scores are shown read-only.")
-        return
-    args = (engine, aid, reviewer_id, rubric)
-    dimension = rubric.dimensions[active_dimension(aid, rubric)]
-    keys = st.columns(len(dimension.levels), gap="small")
-    shortcuts = [shortcut_for(dimension, i) for i in range(len(dimension.levels))]
-    for i, level in enumerate(dimension.levels):
-        # When the key is the score itself the button shows just the score; otherwise (e.g. -1/0/1 on
-        # keys 1/2/3) it shows the level's name with Streamlit's key badge.
-        same = shortcuts[i] == str(level.value)
-        keys[i].button(
-            str(level.value) if same else level.label,
-            key=_k(aid, f"kb{i}" if same else f"key{i}"),
-            shortcut=shortcuts[i],
-            on_click=_set_score,
-            args=(*args, i),
-            help=f"Score {dimension.name} {level.value}: {level.anchor}",
-            width="stretch",
-        )
+        notice = {"aid": aid, "kind": "info", "text": "The study lead has locked this task; your scores are read-only."}
     label = "Submit" if view.submitted is None else f"Save as revision {view.submitted.revision + 1}"
-    st.button(
-        label,
-        type="primary",
-        key=_k(aid, "submit"),
-        shortcut="Ctrl+Enter",
-        on_click=_submit,
-        args=(engine, view, reviewer_id, rubric, on_done),
-        width="stretch",
-    )
-    saved = st.session_state.get(_k(aid, "saved_at"))
-    st.caption(
-        f"Keys {', '.join(shortcuts)} score **{dimension.name}** (▶), Ctrl+Enter submits. "
-        f"Draft saved automatically{f' at {saved}' if saved else ''}: a reload loses nothing."
-    )
+    saved = st.session_state.get(_SAVED, {}).get(aid)
+    return {
+        "aid": aid,
+        "token": st.session_state[_k(aid, "token")],
+        "base": st.session_state[_k(aid, "base")],
+        "rubric": rubric.key,
+        "readonly": view.locked,
+        "purpose": rubric.purpose,
+        "dims": [
+            {
+                "key": d.key,
+                "name": d.name,
+                "question": d.question,
+                "levels": [
+                    {"value": lv.value, "label": lv.label, "anchor": lv.anchor, "key": shortcut_for(d, i)}
+                    for i, lv in enumerate(d.levels)
+                ],
+            }
+            for d in rubric.dimensions
+        ],
+        "flags": [{"key": f.key, "label": f.label, "help": f.help} for f in rubric.flags],
+        "scores": {k: v for k, v in (source.get("scores") or {}).items() if k in rubric.dimension_keys},
+        "chosen_flags": [f for f in source.get("flags") or [] if f in {fl.key for fl in rubric.flags}],
+        "comment": source.get("comment", ""),
+        "ack": dict(st.session_state.get(_ACK, {})),
+        "notice": notice if notice and notice.get("aid") == aid else None,
+        "submit_label": label,
+        "saved_at": saved,
+    }
+
+
+def score_panel(view: TaskView, rubric: Rubric) -> None:
+    """Draw the panel for one task (its events are handled by ``handle_events`` on the next run)."""
+    _panel(key=PANEL_KEY, data=panel_data(view, rubric), on_events_change=_ignore)
+
+
+def _ignore() -> None:
+    """The panel's events are handled at the top of the page, where their order is kept."""

@@ -1,4 +1,9 @@
-"""Review page: one task per screen, material on the left, score controls on the right."""
+"""Review page: one task per screen, material on the left, the score panel on the right.
+
+Laid out for a 1366x768 laptop: one header row, then two columns that end at the bottom of the
+window (the material and the score fields scroll inside them), so the start of the material (the
+model response first, for Rubric B) and the Submit button are visible without scrolling the page.
+"""
 
 import streamlit as st
 
@@ -11,6 +16,15 @@ from review_app.ui.session import engine, flash, require_role, show_flashes
 
 user = require_role()
 db = engine()
+
+# Less chrome than the other pages: narrower margins, a tight header, columns filling the window.
+st.html(
+    "<style>"
+    "[data-testid='stMainBlockContainer']{padding-left:1.5rem;padding-right:1.5rem;padding-top:1.4rem;}"
+    ".st-key-mr-head h4{padding:0;margin:0;}"
+    ".st-key-mr-material{overflow-y:auto;max-height:calc(100vh - 110px);padding-right:4px;}"
+    "</style>"
+)
 
 
 def _go_next() -> None:
@@ -38,8 +52,17 @@ def _toggle_flag(aid: int, flagged: bool) -> None:
         flash(str(exc), "error")
 
 
+# The panel's events first: they name their own task, whatever this run is about to show.
+just_submitted = scoring.handle_events(db, user.id)
 requested = st.query_params.get("task")
-aid = int(requested) if requested and requested.isdigit() else reviewing.next_assignment(db, user.id)
+aid = int(requested) if requested and requested.isdigit() else None
+if aid is None or aid == just_submitted:
+    aid = reviewing.next_assignment(db, user.id)
+if aid is None:
+    notice = scoring.take_pending_notice()
+    if notice is not None:
+        flash(notice["text"], notice["kind"])
+    st.query_params.clear()
 show_flashes()
 if aid is None:
     st.success("Your queue is empty: every task assigned to you is done. Thank you!")
@@ -55,9 +78,10 @@ st.query_params["task"] = str(aid)
 
 rubric = get_rubric(view.rubric)
 done, todo = reviewing.work_counts(db, user.id)
-head, left, right = st.columns([4, 1, 1], vertical_alignment="center")
+with st.container(key="mr-head"):
+    head, progress, left, right = st.columns([2.8, 4.2, 1.1, 1.1], vertical_alignment="center")
 head.markdown(f"#### {rubric.name}")
-head.progress(
+progress.progress(
     done / max(1, done + todo),
     text=f"{plain(view.study)} · {done} of {done + todo} done, {todo} left · "
     f"this task: {view.status.replace('_', ' ')}",
@@ -71,13 +95,11 @@ right.button(
     help="Ask the study lead to look at this task.",
 )
 
-material_col, score_col = st.columns([3, 2], gap="medium")
-with material_col, st.container(height=690, border=False):
+material_col, score_col = st.columns([11, 9], gap="small")
+with material_col, st.container(key="mr-material"):
     if view.rubric == "judge":
         material.render_judge_audit(view.material)
     else:
         material.render_mcq(view.material)
 with score_col:
-    with st.container(height=520, border=True):
-        scoring.score_fields(db, view, user.id, rubric)
-    scoring.action_bar(db, view, user.id, rubric, on_done=_go_next)
+    scoring.score_panel(view, rubric)

@@ -10,7 +10,7 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from review_app.db.engine import read_session
-from review_app.db.models import Annotation
+from review_app.db.models import Annotation, AnnotationScore
 from review_app.demo import demo_password
 from review_app.rubrics import get_rubric
 
@@ -60,21 +60,43 @@ def wait_idle(page) -> None:
     expect(page.locator("[data-testid='stApp'][data-test-script-state='notRunning']")).to_have_count(1)
 
 
-def radio(page, aid: int, dimension: str):
-    """The score control of one dimension of one task (Streamlit tags keyed widgets with st-key-<key>)."""
-    return page.locator(f".st-key-a{aid}-score-{dimension}")
+def panel(page, aid: int | None = None):
+    """The score panel (of one task, when ``aid`` is given)."""
+    return page.locator(".mrk" if aid is None else f".mrk[data-aid='{aid}']")
 
 
-def choose(page, aid: int, dimension: str, value: int) -> None:
-    group = radio(page, aid, dimension)
-    expect(group).to_have_count(1)  # a finished rerun has removed any stale copy
-    group.locator("label").filter(has_text=f"{value} ·").click()
-    expect(group.locator(f"input[value='{value}']")).to_be_checked()
+def dimension(page, aid: int, key: str):
+    """One dimension of the score panel: its choices are radios (role=radio, aria-checked)."""
+    return panel(page, aid).locator(f".mrk-dim[data-dim='{key}']")
+
+
+def choose(page, aid: int, key: str, value: int) -> None:
+    """Click a score with the mouse; wait for the rerun that saves it."""
+    group = dimension(page, aid, key)
+    group.locator(f".mrk-level[data-value='{value}']").click()
+    expect(group.locator(f".mrk-level[data-value='{value}']")).to_have_attribute("aria-checked", "true")
     wait_idle(page)
+
+
+def shown_task(page) -> int:
+    """The assignment the score panel shows."""
+    return int(panel(page).get_attribute("data-aid"))
 
 
 def current_task(page) -> int:
     return int(page.url.split("task=")[1].split("&")[0])
+
+
+def stored_scores(engine, aid: int) -> dict[str, int]:
+    """The scores of the latest revision stored for an assignment, read back from the database."""
+    with read_session(engine) as session:
+        latest = session.exec(select(func.max(Annotation.revision)).where(Annotation.assignment_id == aid)).one()
+        rows = session.exec(
+            select(AnnotationScore.dimension, AnnotationScore.value)
+            .join(Annotation, Annotation.id == AnnotationScore.annotation_id)
+            .where(Annotation.assignment_id == aid, Annotation.revision == latest)
+        ).all()
+    return dict(rows)
 
 
 def annotations(engine, aid: int) -> int:

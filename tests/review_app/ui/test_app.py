@@ -8,11 +8,12 @@ from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
 from review_app.db.engine import read_session
-from review_app.db.models import Annotation, Assignment, ModelResponse, Reviewer, Task
+from review_app.db.models import Annotation, AnnotationScore, Assignment, ModelResponse, Reviewer, Task
 from review_app.rubrics import get_rubric
 from review_app.services import reviewing
 
 from .conftest import APP, sign_in, walk_text
+from .panel_support import Panel, panel
 
 
 def _open_review(at, rubric: str | None = None):
@@ -30,11 +31,6 @@ def _engine():
     from review_app.db.connect import get_engine
 
     return get_engine()
-
-
-def _score_all(at, aid: int, rubric_key: str, value: int = 2) -> None:
-    for dimension in get_rubric(rubric_key).dimensions:
-        at.radio(key=f"a{aid}:score:{dimension.key}").set_value(value).run()
 
 
 def _annotations(db, aid: int) -> list[Annotation]:
@@ -90,83 +86,143 @@ def test_queue_and_scoring_rubric_a_then_b(demo_db):
     assert list(table["Rubric"]) == [get_rubric(k).name for k in ("A", "B", "judge")]
     at, aid = _open_review(at)
     assert at.markdown[0].value == "#### Rubric A: item validation"
-    _score_all(at, aid, "A")
-    at.button_group(key=f"a{aid}:flags").set_value(["disputed_gold"]).run()
-    at.text_area(key=f"a{aid}:comment").input("Gold looks right.").run()
-    at.button(key=f"a{aid}:submit").click().run()
-    assert at.success[0].value == "Submitted. Thank you!"
+    keys = Panel(at)
+    assert [d["key"] for d in keys.data["dims"]] == list(get_rubric("A").dimension_keys)
+    assert keys.data["submit_label"] == "Submit" and keys.data["scores"] == {}
+    keys.score_all(dict.fromkeys(get_rubric("A").dimension_keys, 2))
+    keys.flags("disputed_gold")
+    keys.comment("Gold looks right.")
+    assert keys.data["scores"] == dict.fromkeys(get_rubric("A").dimension_keys, 2)  # drawn from the saved draft
+    keys.submit()
+    assert not at.exception
     (annotation,) = _annotations(demo_db, aid)
     assert annotation.flags == ["disputed_gold"] and annotation.comment == "Gold looks right."
     assert annotation.seconds_on_task > 0
     nxt = int(at.query_params["task"])
-    assert nxt != aid
+    assert nxt != aid and keys.data["aid"] == nxt
+    assert keys.notice() == "success: Submitted. Thank you!"  # shown next to Submit on the next task
     assert at.markdown[0].value == "#### Rubric B: response review"  # the same unit's response comes next
-    _score_all(at, nxt, "B", 0)
-    at.button(key=f"a{nxt}:submit").click().run()
+    keys.score_all(dict.fromkeys(get_rubric("B").dimension_keys, 0))
+    assert keys.notice() == ""  # the reviewer moved on
+    keys.submit()
     assert len(_annotations(demo_db, nxt)) == 1
 
 
 def test_incomplete_scores_are_not_submitted(demo_db):
     at, aid = _open_review(sign_in("rev01"))
-    at.radio(key=f"a{aid}:score:base_validity").set_value(2).run()
-    at.button(key=f"a{aid}:submit").click().run()
-    assert "missing" in at.warning[0].value.lower()
-    assert _annotations(demo_db, aid) == []
+    keys = Panel(at)
+    keys.score("base_validity", 2)
+    keys.submit()
+    assert not at.exception
+    assert keys.notice().startswith("warning: Not submitted: please score every dimension; missing: Answer")
+    assert _annotations(demo_db, aid) == [] and keys.data["aid"] == aid
 
 
-def test_keyboard_buttons_score_the_active_dimension(demo_db):
+def test_panel_events_land_on_the_dimension_they_name(demo_db):
+    """Keys typed faster than the page reruns arrive together, each naming its dimension."""
     at, aid = _open_review(sign_in("rev01"))
+    keys = Panel(at)
+    first = keys.data
     rubric = get_rubric("A")
-    assert at.button(key=f"a{aid}:kb0").proto.shortcut.lower() == "0"
-    for value in (2, 1, 2, 2, 0):
-        at.button(key=f"a{aid}:kb{value}").click().run()
-    values = [at.radio(key=f"a{aid}:score:{d.key}").value for d in rubric.dimensions]
-    assert values == [2, 1, 2, 2, 0]  # each key scored the first unscored dimension
-    at.radio(key=f"a{aid}:score:falsehood_clarity").set_value(None).run()  # clear one: the keys go back to it
-    assert "Falsehood clarity" in at.caption[-1].value
-    at.button(key=f"a{aid}:kb1").click().run()
-    assert at.radio(key=f"a{aid}:score:falsehood_clarity").value == 1
-    assert at.button(key=f"a{aid}:submit").proto.shortcut.lower() == "ctrl+enter"
+    typed = dict(zip(rubric.dimension_keys, [2, 1, 2, 2, 0], strict=True))
+    # The events of five keys and a Ctrl+Enter, sent before any rerun acknowledged them.
+    events = [keys.event("score", data=first, dim=k, value=v) for k, v in typed.items()]
+    submit = keys.event("submit", data=first, rubric="A", scores=typed, flags=[], comment="")
+    late = keys.event("score", data=first, dim="base_validity", value=0)  # a key pressed right after
+    keys.send(*events, submit, late)
+    assert not at.exception, at.exception
+    with read_session(demo_db) as session:
+        stored = dict(
+            session.exec(
+                select(AnnotationScore.dimension, AnnotationScore.value)
+                .join(Annotation, Annotation.id == AnnotationScore.annotation_id)
+                .where(Annotation.assignment_id == aid)
+            ).all()
+        )
+    assert stored == typed  # the late key did not change the submitted task
+    assert keys.data["aid"] != aid and keys.data["scores"] == {}  # nor land on the next one
+    assert keys.data["ack"] == {"page-1": late["seq"]}
+    assert keys.notice() == "success: Submitted. Thank you!"
+    keys.send()  # the same list again (a rerun): nothing is applied twice
+    assert len(_annotations(demo_db, aid)) == 1 and not at.exception
+
+
+def test_submit_of_a_vector_the_server_does_not_have_is_refused_next_to_submit(demo_db):
+    at, aid = _open_review(sign_in("rev01"))
+    keys = Panel(at)
+    keys.score_all(dict.fromkeys(get_rubric("A").dimension_keys, 2))
+    shifted = dict.fromkeys(get_rubric("A").dimension_keys, 2) | {"falsehood_clarity": 1}
+    keys.submit(shifted)
+    assert not at.exception
+    assert keys.notice() == (
+        "error: Not submitted: the scores on your screen are not the saved ones "
+        "(Falsehood clarity: screen 1, saved 2). Check the scores and submit again."
+    )
+    assert _annotations(demo_db, aid) == [] and keys.data["aid"] == aid
+    assert keys.data["scores"]["falsehood_clarity"] == 2  # the panel is redrawn from what is saved
+    keys.submit()
+    assert len(_annotations(demo_db, aid)) == 1
 
 
 def test_draft_is_restored_in_a_new_session(demo_db):
     at, aid = _open_review(sign_in("rev01"))
-    at.radio(key=f"a{aid}:score:base_validity").set_value(1).run()
-    at.radio(key=f"a{aid}:score:falsehood_clarity").set_value(0).run()
-    at.text_area(key=f"a{aid}:comment").input("half way").run()
+    keys = Panel(at)
+    keys.score("base_validity", 1)
+    keys.score("falsehood_clarity", 0)
+    keys.comment("half way")
     again, aid2 = _open_review(sign_in("rev01"))  # reload: a brand-new session
     assert aid2 == aid  # work in progress comes first
-    assert again.radio(key=f"a{aid}:score:base_validity").value == 1
-    assert again.radio(key=f"a{aid}:score:falsehood_clarity").value == 0
-    assert again.radio(key=f"a{aid}:score:clinical_plausibility").value is None
-    assert again.text_area(key=f"a{aid}:comment").value == "half way"
+    restored = panel(again)
+    assert restored["scores"] == {"base_validity": 1, "falsehood_clarity": 0}
+    assert restored["comment"] == "half way"
+    assert restored["token"] == keys.data["token"]  # the same submission continues
 
 
 def test_submit_from_two_windows_creates_one_annotation(demo_db):
     first, aid = _open_review(sign_in("rev01"))
-    _score_all(first, aid, "A")  # autosaved: the draft carries the submission token
+    one = Panel(first)
+    one.score_all(dict.fromkeys(get_rubric("A").dimension_keys, 2))  # saved: the draft carries the token
     second, same = _open_review(sign_in("rev01"))  # a reconnect opens the same task from the draft
     assert same == aid
-    first.button(key=f"a{aid}:submit").click().run()
-    second.button(key=f"a{aid}:submit").click().run()
-    assert "already submitted" in second.info[0].value
+    two = Panel(second, source="page-2")
+    one.submit()
+    two.submit()
+    assert "already submitted" in two.notice()
     assert len(_annotations(demo_db, aid)) == 1
 
 
 def test_edit_creates_a_new_revision(demo_db):
     at, aid = _open_review(sign_in("rev01"))
-    _score_all(at, aid, "A")
-    at.button(key=f"a{aid}:submit").click().run()
+    keys = Panel(at)
+    keys.score_all(dict.fromkeys(get_rubric("A").dimension_keys, 2))
+    keys.submit()
     at.switch_page("views/queue.py").run()
     at.button(key=f"edit{aid}").click().run()
     assert int(at.query_params["task"]) == aid
-    at.switch_page("views/review.py")  # AppTest keeps requesting the page it was last switched to
-    assert at.radio(key=f"a{aid}:score:base_validity").value == 2  # the submitted revision is loaded
-    assert at.button(key=f"a{aid}:submit").label == "Save as revision 2"
-    at.radio(key=f"a{aid}:score:base_validity").set_value(1).run()
-    at.button(key=f"a{aid}:submit").click().run()
+    at.switch_page("views/review.py").run()  # AppTest keeps requesting the page it was last switched to
+    assert keys.data["aid"] == aid and keys.data["base"] == 1
+    assert keys.data["scores"]["base_validity"] == 2  # the submitted revision is loaded
+    assert keys.data["submit_label"] == "Save as revision 2"
+    keys.score("base_validity", 1)
+    keys.submit()
     revisions = sorted(a.revision for a in _annotations(demo_db, aid))
     assert revisions == [1, 2]
+
+
+def test_locked_task_shows_read_only_scores(demo_db):
+    at, aid = _open_review(sign_in("rev01"))
+    keys = Panel(at)
+    keys.score_all(dict.fromkeys(get_rubric("A").dimension_keys, 1))
+    keys.submit()
+    user = at.session_state["medrev_user"]
+    reviewing.set_task_lock(demo_db, reviewing.open_task(demo_db, aid, user.id).task_id, True, actor_id=user.id)
+    at = sign_in("rev01")  # opened again later, from a bookmark
+    at.query_params["task"] = str(aid)
+    at.switch_page("views/review.py").run()
+    keys = Panel(at)
+    assert keys.data["aid"] == aid
+    assert keys.data["readonly"] and "locked" in keys.notice()
+    assert keys.data["scores"] == dict.fromkeys(get_rubric("A").dimension_keys, 1)
 
 
 def test_other_reviewers_scores_and_model_identity_never_reach_the_page(demo_db):

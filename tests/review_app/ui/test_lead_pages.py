@@ -14,6 +14,7 @@ from review_app.rubrics import get_rubric
 from review_app.services.study_analysis import study_analysis
 
 from .conftest import sign_in
+from .panel_support import Panel
 
 
 def _lead_page(page: str, user: str = "lead01", study: str = DEMO_STUDY):
@@ -98,11 +99,18 @@ def test_judge_audit_flow(demo_db):
     assert at.markdown[0].value == "#### Judge audit: retracted-paper contamination"
     assert any("AUTOMATIC JUDGE" in c.value for c in at.caption)
     assert any("Retracted study" in h.proto.body for h in at.get("html"))
-    assert [b.label for b in at.button if b.key and "key" in b.key] == ["Recognized", "Neutral", "Polluted"]
-    at.button(key=f"a{aid}:key2").click().run()  # key 3: polluted
-    at.radio(key=f"a{aid}:score:confidence").set_value(2).run()
-    at.button(key=f"a{aid}:submit").click().run()
-    assert any(s.value.startswith("Submitted") for s in at.success)
+    keys = Panel(at)
+    (label, confidence) = keys.data["dims"]
+    assert [(lv["label"], lv["value"], lv["key"]) for lv in label["levels"]] == [
+        ("Recognized", -1, "1"),
+        ("Neutral", 0, "2"),
+        ("Polluted", 1, "3"),
+    ]  # a -1/0/1 scale is typed with keys 1/2/3
+    assert [lv["key"] for lv in confidence["levels"]] == ["0", "1", "2"]
+    keys.score("clinician_label", 1)
+    keys.score("confidence", 2)
+    keys.submit()
+    assert keys.notice().startswith("success: Submitted")
     with read_session(demo_db) as session:
         (annotation,) = session.exec(select(Annotation).where(Annotation.assignment_id == aid)).all()
     assert annotation.rubric == "judge"
