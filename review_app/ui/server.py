@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-APP_SCRIPT = Path(__file__).with_name("app.py")
+APP_SCRIPT = Path(__file__).with_name("medrev_asgi.py")  # app.py plus the session-cookie routes
 
 DEFAULTS: dict[str, str] = {
     "STREAMLIT_SERVER_HEADLESS": "true",

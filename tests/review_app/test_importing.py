@@ -9,6 +9,7 @@ from sqlmodel import select
 from review_app.db.engine import read_session
 from review_app.db.models import ImportBatch, Item, ModelResponse, Reviewer
 from review_app.services import importing
+from review_app.services.actors import SYSTEM
 from review_app.services.importing import ImportRefused
 
 from .factories import item_rows, response_rows, write_jsonl
@@ -23,9 +24,9 @@ def _counts(engine):
 
 
 def test_sample_items_import_and_reimport_is_idempotent(engine, sample_dir):
-    first = importing.import_items(engine, sample_dir)
+    first = importing.import_items(engine, sample_dir, actor=SYSTEM)
     assert (first.rows, first.new) == (7, 7)
-    again = importing.import_items(engine, sample_dir)
+    again = importing.import_items(engine, sample_dir, actor=SYSTEM)
     assert (again.new, again.unchanged) == (0, 7)
     with read_session(engine) as session:
         journey = session.exec(select(Item).where(Item.external_id == "mj-0001")).one()
@@ -53,7 +54,7 @@ def test_bad_item_file_is_refused_whole(engine, tmp_path, bad, field, message):
     path = write_jsonl(tmp_path / "items.jsonl", [*GOOD, bad])
     before = _counts(engine)
     with pytest.raises(ImportRefused) as caught:
-        importing.import_items(engine, path)
+        importing.import_items(engine, path, actor=SYSTEM)
     (issue,) = caught.value.issues
     assert (issue.line, issue.field) == (4, field) and message in issue.message
     assert "items.jsonl:4" in str(caught.value)
@@ -64,24 +65,24 @@ def test_missing_columns_in_csv(engine, tmp_path):
     path = tmp_path / "items.csv"
     path.write_text("id,question\nq1,What?\n")
     with pytest.raises(ImportRefused, match=r"items.csv:2: field 'answer'"):
-        importing.import_items(engine, path)
+        importing.import_items(engine, path, actor=SYSTEM)
     assert _counts(engine)[0] == 0
 
 
 def test_changed_item_with_same_id_is_refused(engine, tmp_path):
-    importing.import_items(engine, write_jsonl(tmp_path / "a.jsonl", GOOD))
+    importing.import_items(engine, write_jsonl(tmp_path / "a.jsonl", GOOD), actor=SYSTEM)
     changed = [GOOD[0] | {"question": "A different stem?"}]
     with pytest.raises(ImportRefused, match="different content"):
-        importing.import_items(engine, write_jsonl(tmp_path / "b.jsonl", changed))
+        importing.import_items(engine, write_jsonl(tmp_path / "b.jsonl", changed), actor=SYSTEM)
 
 
 def test_responses_import(engine, tmp_path):
-    importing.import_items(engine, write_jsonl(tmp_path / "items.jsonl", GOOD))
+    importing.import_items(engine, write_jsonl(tmp_path / "items.jsonl", GOOD), actor=SYSTEM)
     rows = response_rows(GOOD)
     path = write_jsonl(tmp_path / "responses.jsonl", rows)
-    summary = importing.import_responses(engine, path)
+    summary = importing.import_responses(engine, path, actor=SYSTEM)
     assert (summary.rows, summary.new) == (9, 9)
-    assert importing.import_responses(engine, path).unchanged == 9
+    assert importing.import_responses(engine, path, actor=SYSTEM).unchanged == 9
     with read_session(engine) as session:
         labels = {(r.model, r.auto_label) for r in session.exec(select(ModelResponse))}
     assert labels == {("model-a", "FAIL"), ("model-b", "SUCCESS"), ("model-c", "SUCCESS")}
@@ -99,12 +100,12 @@ def test_responses_import(engine, tmp_path):
     ],
 )
 def test_bad_response_file_is_refused_whole(engine, tmp_path, change, field, message):
-    importing.import_items(engine, write_jsonl(tmp_path / "items.jsonl", GOOD))
+    importing.import_items(engine, write_jsonl(tmp_path / "items.jsonl", GOOD), actor=SYSTEM)
     rows = response_rows(GOOD[:1])
     rows[1] = rows[1] | change
     path = write_jsonl(tmp_path / "responses.jsonl", rows)
     with pytest.raises(ImportRefused) as caught:
-        importing.import_responses(engine, path)
+        importing.import_responses(engine, path, actor=SYSTEM)
     (issue,) = caught.value.issues
     assert (issue.line, issue.field) == (2, field) and message in issue.message
     assert _counts(engine)[1] == 0
@@ -121,8 +122,8 @@ ROSTER = (
 def test_roster_import_is_idempotent(engine, tmp_path):
     path = tmp_path / "roster.csv"
     path.write_text(ROSTER)
-    assert importing.import_roster(engine, path).new == 3
-    again = importing.import_roster(engine, path)
+    assert importing.import_roster(engine, path, actor=SYSTEM).new == 3
+    again = importing.import_roster(engine, path, actor=SYSTEM)
     assert (again.new, again.unchanged, again.updated) == (0, 3, 0)
     with read_session(engine) as session:
         two = session.exec(select(Reviewer).where(Reviewer.username == "rev02")).one()
@@ -142,7 +143,7 @@ def test_bad_roster_is_refused_whole(engine, tmp_path, line, field, message):
     path = tmp_path / "roster.csv"
     path.write_text(ROSTER + line + "\n")
     with pytest.raises(ImportRefused) as caught:
-        importing.import_roster(engine, path)
+        importing.import_roster(engine, path, actor=SYSTEM)
     (issue,) = caught.value.issues
     assert (issue.line, issue.field) == (5, field) and message in issue.message
     assert _counts(engine)[2] == 0
@@ -152,7 +153,7 @@ def test_roster_with_passwords_is_refused(engine, tmp_path):
     path = tmp_path / "roster.csv"
     path.write_text("username,display_name,role,password\nrev01,One,reviewer,hunter2\n")
     with pytest.raises(ImportRefused, match="must not carry passwords"):
-        importing.import_roster(engine, path)
+        importing.import_roster(engine, path, actor=SYSTEM)
 
 
 def test_detect_kind(tmp_path, sample_dir):
@@ -171,11 +172,11 @@ def test_detect_kind(tmp_path, sample_dir):
 
 def test_dry_run_validates_and_counts_but_writes_nothing(engine, tmp_path, sample_dir):
     before = _counts(engine)
-    (summary,) = importing.import_path(engine, sample_dir, dry_run=True)
+    (summary,) = importing.import_path(engine, sample_dir, dry_run=True, actor=SYSTEM)
     assert (summary.kind, summary.new) == ("items", 7)
     roster = tmp_path / "roster.csv"
     roster.write_text(ROSTER)
-    assert importing.import_roster(engine, roster, dry_run=True).new == 3
+    assert importing.import_roster(engine, roster, dry_run=True, actor=SYSTEM).new == 3
     assert _counts(engine) == before
-    importing.import_items(engine, sample_dir)
-    assert importing.import_items(engine, sample_dir, dry_run=True).unchanged == 7
+    importing.import_items(engine, sample_dir, actor=SYSTEM)
+    assert importing.import_items(engine, sample_dir, dry_run=True, actor=SYSTEM).unchanged == 7

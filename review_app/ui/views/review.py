@@ -21,13 +21,13 @@ def _go_next() -> None:
 
 
 def _skip(aid: int) -> None:
-    reviewing.skip(db, aid, user.id)
+    reviewing.skip(db, aid, user)
     scoring.forget(aid)
     _go_next()
 
 
 def _toggle_flag(aid: int, flagged: bool) -> None:
-    reviewing.set_flag(db, aid, user.id, not flagged)
+    reviewing.set_flag(db, aid, user, not flagged)
 
 
 requested = st.query_params.get("task")
@@ -70,5 +70,5 @@ with material_col, st.container(height=690, border=False):
         material.render_mcq(view.material)
 with score_col:
     with st.container(height=520, border=True):
-        scoring.score_fields(db, view, user.id, rubric)
-    scoring.action_bar(db, view, user.id, rubric, on_done=_go_next)
+        scoring.score_fields(db, view, user, rubric)
+    scoring.action_bar(db, view, user, rubric, on_done=_go_next)

@@ -20,6 +20,7 @@ from sqlmodel import select
 from review_app.db.engine import dispose_engines, get_engine, read_session
 from review_app.db.models import Assignment, ModelResponse, Task
 from review_app.services import assignment, studies
+from review_app.services.actors import SYSTEM
 
 from .browser_support import (
     A_DIMENSIONS,
@@ -182,10 +183,12 @@ def test_model_output_cannot_run_scripts_or_load_remote_content(server, page):
     base, engine = server
     with read_session(engine) as session:
         response = session.exec(select(ModelResponse).where(ModelResponse.response_text.contains("<script>"))).one()
-    studies.create_study(engine, "inert", rubrics=["B"])
-    studies.draw_pool(engine, "inert", 47, quotas=[studies.parse_quota(f"model={response.model}:1")], seed=1)
-    assignment.enrol(engine, "inert", ["rev01"])
-    assignment.assign(engine, "inert", raters=1)
+    studies.create_study(engine, "inert", rubrics=["B"], actor=SYSTEM)
+    studies.draw_pool(
+        engine, "inert", 47, quotas=[studies.parse_quota(f"model={response.model}:1")], seed=1, actor=SYSTEM
+    )
+    assignment.enrol(engine, "inert", ["rev01"], actor=SYSTEM)
+    assignment.assign(engine, "inert", raters=1, actor=SYSTEM)
     with read_session(engine) as session:
         aid = session.exec(
             select(Assignment.id).join(Task, Task.id == Assignment.task_id).where(Task.response_id == response.id)
