@@ -63,7 +63,7 @@ def refresh_user() -> CurrentUser | None:
     """
     token = st.session_state.get(_TOKEN_KEY)
     if token is None:
-        cookie = st.context.cookies.get(sessions.COOKIE_NAME)
+        cookie = _cookie()
         if cookie and cookie not in st.session_state.get(_ENDED_KEY, ()):
             token = cookie
     if token is None:
@@ -85,12 +85,18 @@ def refresh_user() -> CurrentUser | None:
     return user
 
 
+def _cookie() -> str | None:
+    """The session cookie this connection was opened with (the browser sends it with the websocket)."""
+    value = st.context.cookies.get(sessions.COOKIE_NAME)
+    return value if isinstance(value, str) and value else None  # AppTest's context hands out mocks
+
+
 def _forget(token: str | None, notice: str | None) -> None:
     """Drop everything this browser session held for the signed-in user; remember the dead token."""
     ended = set(st.session_state.get(_ENDED_KEY, ()))
     if token:
         ended.add(token)
-    cookie = st.context.cookies.get(sessions.COOKIE_NAME)
+    cookie = _cookie()
     if cookie:
         ended.add(cookie)  # the cookie this connection started with is dead too, until the browser reloads
     for key in list(st.session_state.keys()):
@@ -128,7 +134,7 @@ def sign_in_as(user, *, via: str = "password") -> CurrentUser:
 
 def sign_out() -> None:
     """Revoke the session server-side, forget it here, and have the browser drop its cookie."""
-    token = st.session_state.get(_TOKEN_KEY) or st.context.cookies.get(sessions.COOKIE_NAME)
+    token = st.session_state.get(_TOKEN_KEY) or _cookie()
     if token:
         sessions.revoke(engine(), token)
     _forget(token, None)
@@ -177,7 +183,8 @@ def route_url(name: str, **params: str) -> str:
 
 def current_location() -> str:
     """This page's path and query string, to come back to after the cookie is set."""
-    path = urlparse(st.context.url or "").path or "/"
+    url = st.context.url
+    path = urlparse(url if isinstance(url, str) else "").path or "/"
     query = st.query_params.to_dict()
     return path + (f"?{urlencode(query)}" if query else "")
 
@@ -207,7 +214,9 @@ def client_address() -> str | None:
     ``X-Forwarded-For`` is used instead; a client cannot forge that entry, only the ones before it.
     """
     peer = st.context.ip_address
-    forwarded = [part.strip() for part in (st.context.headers.get("X-Forwarded-For") or "").split(",") if part.strip()]
+    peer = peer if isinstance(peer, str) else None
+    header = st.context.headers.get("X-Forwarded-For")
+    forwarded = [part.strip() for part in (header if isinstance(header, str) else "").split(",") if part.strip()]
     trusted_peer = peer is None or _is_private(peer)
     if forwarded and trusted_peer:
         return forwarded[-1]
