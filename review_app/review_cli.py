@@ -23,10 +23,11 @@ user_app = typer.Typer(help="Reviewer accounts (argon2-hashed passwords, roles).
 study_app = typer.Typer(help="Create and list studies.", no_args_is_help=True)
 app.add_typer(user_app, name="user")
 app.add_typer(study_app, name="study")
-_acting: dict[str, str | None] = {"username": None}
+_acting: dict[str, object] = {"actor": None}
 
 
 @app.callback()
+@friendly_errors
 def review_main(
     as_user: Annotated[
         str | None,
@@ -39,22 +40,25 @@ def review_main(
     ] = None,
 ) -> None:
     """Set up and run a clinician review study."""
-    _acting["username"] = as_user
+    _acting["actor"] = _resolve_actor(as_user) if as_user else None
+
+
+def _resolve_actor(username: str):
+    from review_app.services.accounts import get_user
+    from review_app.services.actors import Actor
+    from review_app.services.errors import PermissionDenied
+
+    user = get_user(engine(), username)
+    if not user.active:
+        raise PermissionDenied(f"{user.username} is deactivated and cannot act")
+    return Actor(user.id)
 
 
 def actor():
     """The services' actor for this command: ``SYSTEM``, or the active account named by ``--as``."""
-    from review_app.services.accounts import get_user
-    from review_app.services.actors import SYSTEM, Actor
-    from review_app.services.errors import PermissionDenied
+    from review_app.services.actors import SYSTEM
 
-    name = _acting["username"]
-    if not name:
-        return SYSTEM
-    user = get_user(engine(), name)
-    if not user.active:
-        raise PermissionDenied(f"{user.username} is deactivated and cannot act")
-    return Actor(user.id)
+    return _acting["actor"] or SYSTEM
 
 
 @app.command("import")

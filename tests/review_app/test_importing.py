@@ -8,8 +8,9 @@ from sqlmodel import select
 
 from review_app.db.engine import read_session
 from review_app.db.models import ImportBatch, Item, ModelResponse, Reviewer
-from review_app.services import importing
-from review_app.services.actors import SYSTEM
+from review_app.services import accounts, assignment, importing, studies
+from review_app.services.actors import SYSTEM, Actor
+from review_app.services.errors import PermissionDenied
 from review_app.services.importing import ImportRefused
 
 from .factories import item_rows, response_rows, write_jsonl
@@ -180,3 +181,90 @@ def test_dry_run_validates_and_counts_but_writes_nothing(engine, tmp_path, sampl
     assert _counts(engine) == before
     importing.import_items(engine, sample_dir, actor=SYSTEM)
     assert importing.import_items(engine, sample_dir, dry_run=True, actor=SYSTEM).unchanged == 7
+
+
+def test_roster_reimport_with_fewer_columns_keeps_the_other_fields(engine, tmp_path):
+    full = tmp_path / "roster.csv"
+    full.write_text(ROSTER)
+    importing.import_roster(engine, full, actor=SYSTEM)
+    short = tmp_path / "short.csv"
+    short.write_text("username,display_name\nrev01,Dr One Renamed\nrev02,Dr Two\n")
+    summary = importing.import_roster(engine, short, actor=SYSTEM)
+    assert (summary.new, summary.updated, summary.unchanged) == (0, 1, 1)
+    one, two = accounts.get_user(engine, "rev01"), accounts.get_user(engine, "rev02")
+    assert one.display_name == "Dr One Renamed"
+    assert (one.role, one.profession, one.country, one.years_experience, one.languages) == (
+        "reviewer",
+        "Emergency physician",
+        "Kenya",
+        4,
+        "en",
+    )
+    assert (two.languages, two.years_experience, two.profession) == ("en,zh", 7, "Internist")
+
+
+def test_roster_empty_cell_clears_an_optional_field_but_never_a_required_one(engine, tmp_path):
+    full = tmp_path / "roster.csv"
+    full.write_text(ROSTER)
+    importing.import_roster(engine, full, actor=SYSTEM)
+    clear = tmp_path / "clear.csv"
+    clear.write_text("username,profession,years\nrev02,,\n")
+    assert importing.import_roster(engine, clear, actor=SYSTEM).updated == 1
+    two = accounts.get_user(engine, "rev02")
+    assert (two.profession, two.years_experience, two.country, two.languages) == ("", None, "China", "en,zh")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("username,role\nrev02,\n")
+    with pytest.raises(ImportRefused) as caught:
+        importing.import_roster(engine, bad, actor=SYSTEM)
+    (issue,) = caught.value.issues
+    assert (issue.line, issue.field) == (2, "role") and "cannot be emptied" in issue.message
+    new = tmp_path / "new.csv"
+    new.write_text("username,languages\nrev09,en\n")
+    with pytest.raises(ImportRefused, match="missing display_name for a new account"):
+        importing.import_roster(engine, new, actor=SYSTEM)
+
+
+def test_roster_import_obeys_the_role_rules_of_the_importer(engine, tmp_path):
+    """The reported escalation: a lead's roster set the lead's own role to admin."""
+    full = tmp_path / "roster.csv"
+    full.write_text(ROSTER)
+    importing.import_roster(engine, full, actor=SYSTEM)
+    lead = Actor(accounts.get_user(engine, "lead01").id)
+    studies.create_study(engine, "S", rubrics=["A"], actor=lead)
+    assignment.enrol(engine, "S", ["rev01"], actor=lead)
+    cases = {
+        "username,role\nlead01,admin\n": ("role", "above your own"),
+        "username,display_name,role\nnewlead,New Lead,lead\n": ("role", "only an admin"),
+        "username,country\nrev02,Chile\n": ("username", "not a reviewer of your studies"),
+        "username,role\nrev01,lead\n": ("role", "only an admin"),
+    }
+    for number, (text, (field, message)) in enumerate(cases.items()):
+        path = tmp_path / f"case{number}.csv"
+        path.write_text(text)
+        with pytest.raises(ImportRefused) as caught:
+            importing.import_roster(engine, path, actor=lead)
+        (issue,) = caught.value.issues
+        assert (issue.line, issue.field) == (2, field) and message in issue.message, (text, issue)
+    assert accounts.get_user(engine, "lead01").role == "lead"
+    assert accounts.get_user(engine, "rev01").role == "reviewer"
+    mine = tmp_path / "mine.csv"
+    mine.write_text("username,display_name,role,country\nrev01,Dr One,reviewer,Chile\nrev03,Dr Three,reviewer,Peru\n")
+    summary = importing.import_roster(engine, mine, actor=lead)
+    assert (summary.new, summary.updated) == (1, 1) and summary.reviewers == ("rev01", "rev03")
+    with pytest.raises(PermissionDenied, match="needs a lead or admin"):
+        importing.import_roster(engine, mine, actor=Actor(accounts.get_user(engine, "rev01").id))
+    admin = accounts.create_user(
+        engine, accounts.UserProfile(username="adm", display_name="A", role="admin"), actor=SYSTEM
+    )
+    before = accounts.get_user(engine, "rev02").session_version
+    promote = tmp_path / "promote.csv"
+    promote.write_text("username,role\nrev02,lead\n")
+    assert importing.import_roster(engine, promote, actor=Actor(admin.id)).updated == 1
+    assert accounts.get_user(engine, "rev02").session_version == before + 1  # a role change ends open sessions
+
+
+def test_roster_summary_names_only_reviewers_for_enrolment(engine, tmp_path):
+    path = tmp_path / "roster.csv"
+    path.write_text(ROSTER)
+    summary = importing.import_roster(engine, path, actor=SYSTEM)
+    assert summary.usernames == ("rev01", "rev02", "lead01") and summary.reviewers == ("rev01", "rev02")
