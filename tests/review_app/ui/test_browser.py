@@ -123,8 +123,8 @@ def test_reviewer_journey_mouse_keyboard_and_reload(server, page):
     fourth = current_task(page)
     choose(page, fourth, "final_correctness", 2)
     choose(page, fourth, "harm_potential", 1)
-    page.reload()  # a new browser session: sign in again and find the draft
-    sign_in(page, base, "rev01", path=f"/review?task={fourth}")
+    page.reload()  # a new browser session: the session cookie keeps rev01 signed in, the draft is found
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
     expect(page.get_by_text("Rubric B: response review")).to_be_visible()
     assert current_task(page) == fourth
     expect(radio(page, fourth, "final_correctness").locator("input[value='2']")).to_be_checked()

@@ -1,0 +1,87 @@
+"""Sessions follow the account in the real script (AppTest): every run re-reads the signed-in user."""
+
+from __future__ import annotations
+
+from sqlmodel import select
+
+from review_app.db.engine import read_session
+from review_app.db.models import Annotation, AuthSession
+from review_app.rubrics import get_rubric
+from review_app.services import accounts, reviewing, sessions
+from review_app.services.actors import SYSTEM
+
+from .conftest import sign_in
+
+
+def _open_review(at):
+    user = at.session_state["medrev_user"]
+    aid = reviewing.next_assignment(_db(), user.id, rubric="A")
+    at.query_params["task"] = str(aid)
+    at.switch_page("views/review.py").run()
+    assert not at.exception, at.exception
+    return aid
+
+
+def _db():
+    from review_app.db.engine import get_engine
+
+    return get_engine()
+
+
+def _annotations(db, aid: int) -> int:
+    with read_session(db) as session:
+        return len(session.exec(select(Annotation.id).where(Annotation.assignment_id == aid)).all())
+
+
+def test_a_reviewer_deactivated_mid_task_cannot_submit(demo_db):
+    at = sign_in("rev01")
+    aid = _open_review(at)
+    for dimension in get_rubric("A").dimensions:
+        at.radio(key=f"a{aid}:score:{dimension.key}").set_value(2).run()
+    accounts.set_active(demo_db, "rev01", False, actor=SYSTEM)  # the lead deactivates them meanwhile
+    at.button(key=f"a{aid}:submit").click().run()
+    assert _annotations(demo_db, aid) == 0
+    assert "medrev_user" not in at.session_state
+    assert "deactivated" in at.info[0].value and at.button[0].label == "Sign in"
+
+
+def test_a_password_change_ends_the_session_at_the_next_action(demo_db):
+    at = sign_in("rev01")
+    aid = _open_review(at)
+    accounts.set_password(demo_db, "rev01", "a new password for rev01", actor=SYSTEM)
+    at.radio(key=f"a{aid}:score:base_validity").set_value(1).run()  # the autosave must not be carried out
+    assert "account changed" in at.info[0].value and "medrev_user" not in at.session_state
+    view = reviewing.open_task(demo_db, aid, accounts.get_user(demo_db, "rev01").id)
+    assert view.draft.get("scores", {}).get("base_validity") is None
+
+
+def test_a_demoted_lead_loses_the_lead_pages_at_the_next_run(demo_db):
+    at = sign_in("lead01")
+    at.switch_page("views/lead_reviewers.py").run()
+    assert not at.exception and at.markdown[0].value == "### Reviewers"
+    accounts.set_role(demo_db, "lead01", "reviewer", actor=SYSTEM)
+    at.run()
+    assert "medrev_user" not in at.session_state and "account changed" in at.info[0].value
+
+
+def test_sign_out_revokes_the_session_server_side(demo_db):
+    at = sign_in("rev02")
+    token = at.session_state["medrev_token"]
+    assert isinstance(sessions.resolve(demo_db, token), sessions.SessionUser)
+    next(b for b in at.button if b.label == "Sign out").click().run()
+    assert sessions.resolve(demo_db, token) == sessions.Ended("You have signed out.")
+    assert "medrev_user" not in at.session_state and at.button[0].label == "Sign in"
+    with read_session(demo_db) as session:
+        row = session.exec(select(AuthSession).where(AuthSession.revoked_at.is_not(None))).one()
+    assert row.via == "password"
+
+
+def test_the_lead_pages_offer_no_way_to_touch_an_admin_or_another_lead(demo_db):
+    at = sign_in("lead01")
+    at.switch_page("views/lead_reviewers.py").run()
+    offered = {box.label: box.options for box in at.selectbox}
+    for label in ("Reset the password of", "Deactivate or reactivate"):
+        assert "admin" not in offered[label] and "lead02" not in offered[label], offered[label]
+        assert "rev01" in offered[label]
+    assert offered["Role"] == ["reviewer"]
+    assert "Change the role of" not in offered
