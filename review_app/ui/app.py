@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 from review_app.services import accounts
-from review_app.ui.session import engine, oidc_configured, refresh_user, sign_in_as, sign_out
+from review_app.ui.session import current_user, engine, oidc_configured, refresh_user, sign_in_as, sign_out
 
 EVERYONE = ("reviewer", "lead", "admin")
 LEADS = ("lead", "admin")
@@ -48,7 +48,8 @@ if user is None and oidc_configured() and getattr(st.user, "is_logged_in", False
         )
         st.button("Sign out", on_click=st.logout)
         st.stop()
-    user = sign_in_as(account, via="oidc")
+    sign_in_as(account, via="oidc")
+    user = current_user()
 
 if user is None:
     # Every page's address leads to the sign-in form, so a reload or a bookmarked task URL signs in and

@@ -111,25 +111,27 @@ def pop_notice() -> str | None:
     return st.session_state.pop(_NOTICE_KEY, None)
 
 
-def sign_in_as(user, *, via: str = "password") -> CurrentUser:
-    """Start a session for an account that has just proved who it is.
+def sign_in_as(user, *, via: str = "password") -> str | None:
+    """Start a session for an account that has just proved who it is; signs this browser session in.
 
-    For a password sign-in the browser is then sent to ``/_medrev/session``, which sets the cookie
-    and brings it back to the page it was on; this browser session is signed in at once as well.
+    For a password sign-in the browser is also sent to ``/_medrev/session``, which sets the cookie
+    and brings it back to the page it was on; the address is returned (for a fallback link). An
+    identity-provider sign-in needs no cookie of ours (Streamlit's own keeps ``st.user``), so None.
     """
     token, nonce = sessions.start(engine(), user.id, via=via, client=client_address() or "")
     st.session_state[_TOKEN_KEY] = token
-    current = CurrentUser(
+    st.session_state[_USER_KEY] = CurrentUser(
         id=user.id,
         session_version=user.session_version,
         username=user.username,
         display_name=user.display_name,
         role=user.role,
     )
-    st.session_state[_USER_KEY] = current
-    if via == "password":
-        navigate(route_url("session", nonce=nonce, next=current_location()))
-    return current
+    if via != "password":
+        return None
+    url = route_url("session", nonce=nonce, next=current_location())
+    navigate(url)
+    return url
 
 
 def sign_out() -> None:

@@ -29,10 +29,14 @@ with left:
         except AccountLocked as exc:
             st.error(str(exc).capitalize() + ". Ask your study lead to reset your password if you need access now.")
         else:
-            if user is not None:
-                sign_in_as(user)
-                st.rerun()
-            st.error("Wrong username or password.")
+            if user is None:
+                st.error("Wrong username or password.")
+            else:
+                # The browser now loads /_medrev/session, which sets the session cookie and comes back
+                # signed in; the link is for the rare browser that does not follow.
+                url = sign_in_as(user)
+                st.info(f"Signing you in… [Continue]({url}) if nothing happens.")
+                st.stop()
     if oidc_configured():
         st.divider()
         if st.button("Sign in with your institution", width="stretch"):
