@@ -24,7 +24,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TypeVar
@@ -32,12 +32,12 @@ from typing import TypeVar
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 from pydantic import BaseModel, ConfigDict, EmailStr, Field, field_validator
-from sqlalchemy import Engine, delete, func
+from sqlalchemy import Engine, delete, func, text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from review_app.config import get_settings
-from review_app.db.engine import read_session, write_session
+from review_app.db.engine import is_sqlite, read_session, write_session
 from review_app.db.models import ROLES, Reviewer, SigninThrottle, utcnow
 from review_app.services import audit
 from review_app.services.actors import ROLE_RANK, Actor, acting_user, lead_manages
@@ -141,18 +141,25 @@ def _lower_priority() -> None:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
 
 
-_pool = ThreadPoolExecutor(
-    max_workers=max(1, (os.cpu_count() or 2) // 2), thread_name_prefix="medrev-argon2", initializer=_lower_priority
-)
+_HASH_WORKERS = max(1, (os.cpu_count() or 2) // 2)
+_pool = ThreadPoolExecutor(max_workers=_HASH_WORKERS, thread_name_prefix="medrev-argon2", initializer=_lower_priority)
+_signin_slots = threading.BoundedSemaphore(_HASH_WORKERS)
 _queue_lock = threading.Lock()
 _queued = 0
 
 
 def _hashing(fn: Callable[..., T], *args) -> T:
-    """Run an argon2 call on the hashing pool and wait for it (never inside a database transaction).
+    """Run an argon2 call on the low-priority hashing pool and wait for it (never inside a transaction)."""
+    return _pool.submit(fn, *args).result()
 
-    At most half the processor cores hash at once, whatever the number of sign-ins, and at most
-    ``MAX_WAITING_SIGNINS`` wait; beyond that a sign-in is refused at once instead of queueing.
+
+@contextlib.contextmanager
+def _signin_slot() -> Iterator[None]:
+    """Let sign-ins through as many at a time as there are hashing workers; the rest wait, idle.
+
+    Waiting threads hold neither a database connection nor the interpreter lock, so a flood of
+    attempts costs reviewers one sign-in's worth of work at a time. Beyond ``MAX_WAITING_SIGNINS``
+    waiting, a sign-in is refused at once instead of queueing.
     """
     global _queued
     with _queue_lock:
@@ -160,7 +167,8 @@ def _hashing(fn: Callable[..., T], *args) -> T:
             raise SigninBusy("the sign-in service is busy; try again in a minute")
         _queued += 1
     try:
-        return _pool.submit(fn, *args).result()
+        with _signin_slots:
+            yield
     finally:
         with _queue_lock:
             _queued -= 1
@@ -406,6 +414,11 @@ def authenticate(engine: Engine, username: str, password: str, *, client: str | 
     password, so guessing during the lock-out learns nothing. Hashing happens outside every
     transaction; only the short bookkeeping afterwards writes.
     """
+    with _signin_slot():
+        return _authenticate(engine, username, password, client)
+
+
+def _authenticate(engine: Engine, username: str, password: str, client: str | None) -> Reviewer | None:
     settings = get_settings()
     name = username.strip().lower()
     limits = {_user_key(name): settings.lockout_attempts}
@@ -445,6 +458,11 @@ def _record_failure(engine: Engine, limits: dict[str, int], user_id: int | None)
     for attempt in range(3):
         try:
             with write_session(engine) as session:
+                if not is_sqlite(engine):
+                    # Counters of failures need not survive a crash of the database server; not waiting
+                    # for the WAL flush keeps a flood of failed sign-ins from queueing behind reviewers'
+                    # commits (SQLite in WAL mode with synchronous=NORMAL does not wait either).
+                    session.execute(text("SET LOCAL synchronous_commit TO OFF"))
                 now = utcnow()
                 locked = False
                 for key, limit in limits.items():
