@@ -48,7 +48,7 @@ if user is None and oidc_configured() and getattr(st.user, "is_logged_in", False
         )
         st.button("Sign out", on_click=st.logout)
         st.stop()
-    sign_in_as(account, via="oidc")
+    sign_in_as(account, via="oidc")  # the browser comes back with the session cookie
     user = current_user()
 
 if user is None:

@@ -6,7 +6,9 @@ A Streamlit script cannot set response headers, and an HttpOnly cookie can only 
 - ``GET /_medrev/session?nonce=N&next=/path``: trades the one-time nonce the sign-in page created
   for a signed session token, sets it as ``medrev_session`` (HttpOnly, SameSite=Strict, Secure
   behind TLS, Max-Age = the session's remaining life) and redirects back to ``next``.
-- ``GET /_medrev/signout``: revokes the session the cookie names, clears the cookie, redirects home.
+- ``GET /_medrev/signout?next=/path``: revokes the session the cookie names, clears the cookie and
+  redirects to ``next`` (home by default; Streamlit's ``/auth/logout`` after an identity-provider
+  sign-in).
 
 Both refuse requests another site started (``Sec-Fetch-Site``), never cache, and only redirect to
 paths on this server. Any replica can answer: the session lives in the database.
@@ -77,7 +79,7 @@ async def sign_out(request: Request) -> Response:
     token = request.cookies.get(sessions.COOKIE_NAME)
     if token:
         await run_in_threadpool(sessions.revoke, get_engine(), token)
-    response = RedirectResponse(_base() + "/", status_code=303, headers=_NO_STORE)
+    response = RedirectResponse(_safe_next(request.query_params.get("next")), status_code=303, headers=_NO_STORE)
     response.delete_cookie(
         sessions.COOKIE_NAME, path=_base() + "/", secure=_secure(request), httponly=True, samesite="strict"
     )

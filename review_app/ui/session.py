@@ -111,12 +111,11 @@ def pop_notice() -> str | None:
     return st.session_state.pop(_NOTICE_KEY, None)
 
 
-def sign_in_as(user, *, via: str = "password") -> str | None:
+def sign_in_as(user, *, via: str = "password") -> str:
     """Start a session for an account that has just proved who it is; signs this browser session in.
 
-    For a password sign-in the browser is also sent to ``/_medrev/session``, which sets the cookie
-    and brings it back to the page it was on; the address is returned (for a fallback link). An
-    identity-provider sign-in needs no cookie of ours (Streamlit's own keeps ``st.user``), so None.
+    The browser is then sent to ``/_medrev/session``, which sets the session cookie and brings it
+    back to the page it was on; the address is returned (for a fallback link).
     """
     token, nonce = sessions.start(engine(), user.id, via=via, client=client_address() or "")
     st.session_state[_TOKEN_KEY] = token
@@ -127,21 +126,23 @@ def sign_in_as(user, *, via: str = "password") -> str | None:
         display_name=user.display_name,
         role=user.role,
     )
-    if via != "password":
-        return None
     url = route_url("session", nonce=nonce, next=current_location())
     navigate(url)
     return url
 
 
 def sign_out() -> None:
-    """Revoke the session server-side, forget it here, and have the browser drop its cookie."""
+    """Revoke the session server-side, forget it here, and have the browser drop its cookie.
+
+    After an identity-provider sign-in the cookie route then hands over to Streamlit's own
+    ``/auth/logout`` (which ends the ``st.user`` identity and, when offered, the provider's session).
+    """
     token = st.session_state.get(_TOKEN_KEY) or _cookie()
     if token:
         sessions.revoke(engine(), token)
     _forget(token, None)
     if _oidc_configured() and getattr(st.user, "is_logged_in", False):
-        st.logout()
+        navigate(route_url("signout", next=f"{_base_path()}/auth/logout"))
     else:
         navigate(route_url("signout"))
 

@@ -61,3 +61,8 @@ def test_sign_out_revokes_the_session_and_clears_the_cookie(client, demo_db):
     assert out.status_code == 303 and out.headers["location"] == "/"
     assert f'{sessions.COOKIE_NAME}=""' in out.headers["set-cookie"] and "Max-Age=0" in out.headers["set-cookie"]
     assert sessions.resolve(demo_db, token) == sessions.Ended("You have signed out.")
+
+
+def test_sign_out_can_hand_over_to_the_identity_providers_logout(client):
+    assert client.get("/_medrev/signout", params={"next": "/auth/logout"}).headers["location"] == "/auth/logout"
+    assert client.get("/_medrev/signout", params={"next": "https://evil.example/"}).headers["location"] == "/"

@@ -85,3 +85,22 @@ def test_the_lead_pages_offer_no_way_to_touch_an_admin_or_another_lead(demo_db):
         assert "rev01" in offered[label]
     assert offered["Role"] == ["reviewer"]
     assert "Change the role of" not in offered
+
+
+def test_identity_provider_sign_in_opens_a_session_that_sign_out_revokes(demo_db):
+    from streamlit.testing.v1 import AppTest
+
+    from .conftest import APP
+    from .test_app import AUTH
+
+    at = AppTest.from_file(str(APP), default_timeout=30)
+    at.secrets["auth"] = AUTH
+    at.user = {"is_logged_in": True, "email": "rev04@example.org"}
+    at.run()
+    token = at.session_state["medrev_token"]
+    found = sessions.resolve(demo_db, token)
+    assert found.username == "rev04"
+    with read_session(demo_db) as session:
+        assert session.exec(select(AuthSession.via).where(AuthSession.reviewer_id == found.id)).one() == "oidc"
+    next(b for b in at.button if b.label == "Sign out").click().run()
+    assert sessions.resolve(demo_db, token) == sessions.Ended("You have signed out.")
