@@ -183,3 +183,12 @@ def test_parallel_failed_sign_ins_do_not_stall_a_reviewers_submits(engine, tmp_p
     assert all(r.created for r in results)
     with read_session(engine) as session:
         assert len(session.exec(select(Annotation.id)).all()) == len(tasks)
+
+
+def test_beyond_the_waiting_limit_sign_ins_are_refused_at_once(ana, monkeypatch):
+    engine = ana
+    monkeypatch.setattr(accounts, "MAX_WAITING_SIGNINS", 0)
+    with pytest.raises(accounts.SigninBusy, match="busy"):
+        accounts.authenticate(engine, "ana", PASSWORD)
+    monkeypatch.setattr(accounts, "MAX_WAITING_SIGNINS", 64)
+    assert accounts.authenticate(engine, "ana", PASSWORD) is not None
