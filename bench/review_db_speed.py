@@ -29,6 +29,7 @@ from review_app.db.migrate import upgrade
 from review_app.db.models import Annotation, AnnotationScore, Assignment, Reviewer, utcnow
 from review_app.rubrics import RUBRIC_A, ScoreSheet
 from review_app.services import assignment, importing, reviewing, studies
+from review_app.services.actors import SYSTEM
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -57,7 +58,7 @@ def seed(engine, workdir: Path, n_items: int, *, pool: int = 15_000, annotations
     path = workdir / "items.jsonl"
     write_items(path, n_items)
     start = time.perf_counter()
-    importing.import_items(engine, path)
+    importing.import_items(engine, path, actor=SYSTEM)
     timings["import items (s)"] = time.perf_counter() - start
     now = utcnow()
     with write_session(engine) as session:
@@ -78,12 +79,12 @@ def seed(engine, workdir: Path, n_items: int, *, pool: int = 15_000, annotations
                 for i in range(100)
             ],
         )
-    studies.create_study(engine, "bench", rubrics=["A"])
+    studies.create_study(engine, "bench", rubrics=["A"], actor=SYSTEM)
     start = time.perf_counter()
-    studies.draw_pool(engine, "bench", pool, seed=1)
+    studies.draw_pool(engine, "bench", pool, seed=1, actor=SYSTEM)
     timings[f"draw pool of {pool:,} (s)"] = time.perf_counter() - start
     start = time.perf_counter()
-    assignment.assign(engine, "bench", raters=2, dual_share=1.0, seed=1)
+    assignment.assign(engine, "bench", raters=2, dual_share=1.0, seed=1, actor=SYSTEM)
     timings[f"assign {2 * pool:,} slots (s)"] = time.perf_counter() - start
     with write_session(engine) as session:
         rows = session.execute(

@@ -5,7 +5,15 @@ Environment variables (documented in the README):
   PostgreSQL: ``postgresql+psycopg://user@host:5432/dbname``.
 - ``MEDREV_HOME``: folder for the default SQLite file (default ``~/.local/share/medrev``).
 - ``MEDREV_EXPORT_DIR``: default export folder (default ``./exports``).
-- ``MEDREV_LOCKOUT_ATTEMPTS`` / ``MEDREV_LOCKOUT_MINUTES``: sign-in lock-out policy (5 / 15).
+- ``MEDREV_LOCKOUT_ATTEMPTS`` / ``MEDREV_LOCKOUT_MINUTES``: sign-in lock-out policy (5 / 15): after
+  that many failed sign-ins for one username (existing or not) within the window, that username is
+  locked for that many minutes.
+- ``MEDREV_LOCKOUT_ADDRESS_ATTEMPTS``: the same for failed sign-ins from one client address (50; a
+  whole site may share one address).
+- ``MEDREV_SESSION_SECRET``: key that signs session cookies; every replica needs the same one.
+  Falls back to ``STREAMLIT_SERVER_COOKIE_SECRET``, then to a key generated once and kept in the
+  database (shared by replicas on one database).
+- ``MEDREV_SESSION_HOURS``: how long a sign-in lasts (12).
 """
 
 from __future__ import annotations
@@ -21,6 +29,9 @@ class Settings:
     export_dir: Path
     lockout_attempts: int
     lockout_minutes: int
+    lockout_address_attempts: int = 50
+    session_secret: str | None = None
+    session_hours: int = 12
 
 
 def default_sqlite_url() -> str:
@@ -48,4 +59,9 @@ def get_settings() -> Settings:
         export_dir=Path(os.environ.get("MEDREV_EXPORT_DIR", "exports")),
         lockout_attempts=_int("MEDREV_LOCKOUT_ATTEMPTS", 5),
         lockout_minutes=_int("MEDREV_LOCKOUT_MINUTES", 15),
+        lockout_address_attempts=_int("MEDREV_LOCKOUT_ADDRESS_ATTEMPTS", 50),
+        session_secret=os.environ.get("MEDREV_SESSION_SECRET")
+        or os.environ.get("STREAMLIT_SERVER_COOKIE_SECRET")
+        or None,
+        session_hours=_int("MEDREV_SESSION_HOURS", 12),
     )

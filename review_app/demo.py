@@ -21,6 +21,7 @@ from review_app.db.engine import read_session
 from review_app.db.models import Assignment, Item, ModelResponse, Reviewer, Task
 from review_app.rubrics import ScoreSheet, get_rubric
 from review_app.services import accounts, assignment, importing, reviewing, studies
+from review_app.services.actors import SYSTEM
 from review_app.services.errors import NotFound
 
 DEMO_DATA = Path(__file__).with_name("demo_data")
@@ -74,33 +75,42 @@ def seed_demo(path: str | Path, *, fresh: bool = False) -> DemoReport:
 
 def seed_demo_database(engine) -> list[str]:
     """Seed the demo study into an empty, migrated database (SQLite or PostgreSQL); returns what it did."""
-    lines = [str(s) for s in importing.import_path(engine, DEMO_DATA / "items", kind="items", actor="demo")]
-    lines += [str(s) for s in importing.import_path(engine, DEMO_DATA / "responses.jsonl", actor="demo")]
-    roster = importing.import_roster(engine, DEMO_DATA / "roster.csv", actor="demo")
+    demo = {"actor": SYSTEM, "via": "demo"}
+    lines = [str(s) for s in importing.import_path(engine, DEMO_DATA / "items", kind="items", **demo)]
+    lines += [str(s) for s in importing.import_path(engine, DEMO_DATA / "responses.jsonl", **demo)]
+    roster = importing.import_roster(engine, DEMO_DATA / "roster.csv", **demo)
     lines.append(str(roster))
     for username in roster.usernames:
-        accounts.set_password(engine, username, demo_password(username))
+        accounts.set_password(engine, username, demo_password(username), actor=SYSTEM)
+    leads = [u for u in roster.usernames if u.startswith("lead")]
     studies.create_study(
         engine,
         DEMO_STUDY,
         rubrics=["A", "B"],
         description="Demo study over the shipped, original demo items (not clinical advice).",
+        actor=SYSTEM,
     )
-    reviewers = [u for u in roster.usernames if u.startswith("rev")]
-    assignment.enrol(engine, DEMO_STUDY, reviewers)
+    for lead in leads:
+        studies.set_study_lead(engine, DEMO_STUDY, lead, actor=SYSTEM)
+    assignment.enrol(engine, DEMO_STUDY, list(roster.reviewers), actor=SYSTEM)
     quotas = [studies.parse_quota("provenance=neutral:1,patient:1,authority:1")]
-    lines.append(str(studies.draw_pool(engine, DEMO_STUDY, 36, quotas=quotas, seed=2026, condition="type1")))
-    lines.append(str(assignment.assign(engine, DEMO_STUDY, raters=2, dual_share=0.7, seed=1)))
-    lines += [str(s) for s in importing.import_path(engine, DEMO_DATA / "trojan", kind="judge", actor="demo")]
+    lines.append(
+        str(studies.draw_pool(engine, DEMO_STUDY, 36, quotas=quotas, seed=2026, condition="type1", actor=SYSTEM))
+    )
+    lines.append(str(assignment.assign(engine, DEMO_STUDY, raters=2, dual_share=0.7, seed=1, actor=SYSTEM)))
+    lines += [str(s) for s in importing.import_path(engine, DEMO_DATA / "trojan", kind="judge", **demo)]
     studies.create_study(
         engine,
         DEMO_JUDGE_STUDY,
         rubrics=["judge"],
         description="Clinicians audit the automatic judge of the retracted-paper benchmark (demo records).",
+        actor=SYSTEM,
     )
-    assignment.enrol(engine, DEMO_JUDGE_STUDY, reviewers)
-    lines.append(str(studies.draw_pool(engine, DEMO_JUDGE_STUDY, 12, seed=2026)))
-    lines.append(str(assignment.assign(engine, DEMO_JUDGE_STUDY, raters=2, dual_share=0.5, seed=1)))
+    for lead in leads:
+        studies.set_study_lead(engine, DEMO_JUDGE_STUDY, lead, actor=SYSTEM)
+    assignment.enrol(engine, DEMO_JUDGE_STUDY, list(roster.reviewers), actor=SYSTEM)
+    lines.append(str(studies.draw_pool(engine, DEMO_JUDGE_STUDY, 12, seed=2026, actor=SYSTEM)))
+    lines.append(str(assignment.assign(engine, DEMO_JUDGE_STUDY, raters=2, dual_share=0.5, seed=1, actor=SYSTEM)))
     done = _simulate_reviews(engine, random.Random(2026))
     lines.append(f"simulated {done} submitted reviews (rev01 and rev02 start with an untouched queue)")
     return lines

@@ -1,4 +1,11 @@
-"""``medrev review``: import data, set up studies, assign reviewers, manage accounts, follow progress."""
+"""``medrev review``: import data, set up studies, assign reviewers, manage accounts, follow progress.
+
+Who acts: every command that changes something runs as the operator at the shell (the services'
+``SYSTEM`` actor, with every right), because whoever can run ``medrev`` against the database can
+already change any row in it. ``medrev review --as USERNAME ...`` (or ``MEDREV_ACTOR``) runs the
+command under that account's role rules instead and names it in the audit log, e.g. for scripts a
+lead runs on their own studies.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +23,42 @@ user_app = typer.Typer(help="Reviewer accounts (argon2-hashed passwords, roles).
 study_app = typer.Typer(help="Create and list studies.", no_args_is_help=True)
 app.add_typer(user_app, name="user")
 app.add_typer(study_app, name="study")
+_acting: dict[str, object] = {"actor": None}
+
+
+@app.callback()
+@friendly_errors
+def review_main(
+    as_user: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            envvar="MEDREV_ACTOR",
+            help="Act as this account, under its role rules (default: the operator, with every right).",
+            show_envvar=True,
+        ),
+    ] = None,
+) -> None:
+    """Set up and run a clinician review study."""
+    _acting["actor"] = _resolve_actor(as_user) if as_user else None
+
+
+def _resolve_actor(username: str):
+    from review_app.services.accounts import get_user
+    from review_app.services.actors import Actor
+    from review_app.services.errors import PermissionDenied
+
+    user = get_user(engine(), username)
+    if not user.active:
+        raise PermissionDenied(f"{user.username} is deactivated and cannot act")
+    return Actor(user.id)
+
+
+def actor():
+    """The services' actor for this command: ``SYSTEM``, or the active account named by ``--as``."""
+    from review_app.services.actors import SYSTEM
+
+    return _acting["actor"] or SYSTEM
 
 
 @app.command("import")
@@ -42,7 +85,8 @@ def import_(
     from review_app.services.errors import NotFound
 
     db = engine()
-    summaries = importing.import_path(db, path, kind=kind)
+    who = actor()
+    summaries = importing.import_path(db, path, kind=kind, actor=who)
     for summary in summaries:
         console.print(str(summary))
     if study:
@@ -51,12 +95,12 @@ def import_(
         except NotFound:
             detected = kind or importing.detect_kind(path)
             rubrics = {"run": ["B"], "judge": ["judge"]}.get(detected)
-            studies.create_study(db, study, rubrics=rubrics)
+            studies.create_study(db, study, rubrics=rubrics, actor=who)
             what = {"run": " (Rubric B, response review)", "judge": " (judge audit)"}.get(detected, "")
             console.print(f"created study {study!r}{what}")
-        names = [name for s in summaries for name in s.usernames]
+        names = [name for s in summaries for name in s.reviewers]  # leads and admins are never enrolled
         if names:
-            assignment.enrol(db, study, names)
+            assignment.enrol(db, study, names, actor=who)
             console.print(f"enrolled {len(names)} reviewer(s) in {study!r}")
 
 
@@ -70,8 +114,23 @@ def study_create(
     """Create a review study."""
     from review_app.services import studies
 
-    study = studies.create_study(engine(), name, rubrics=rubrics.split(","), description=description)
+    study = studies.create_study(engine(), name, rubrics=rubrics.split(","), description=description, actor=actor())
     console.print(f"created study {study.name!r} with rubrics {study.rubrics}")
+
+
+@study_app.command("lead")
+@friendly_errors
+def study_lead(
+    name: Annotated[str, typer.Argument(help="Study name.")],
+    username: Annotated[str, typer.Argument(help="A lead or admin account.")],
+    remove: Annotated[bool, typer.Option(help="No longer a lead of this study.")] = False,
+) -> None:
+    """Make a lead account a lead of a study (leads manage the pool, assignment and reviewers of their studies)."""
+    from review_app.services import studies
+
+    studies.set_study_lead(engine(), name, username, actor=actor(), lead=not remove)
+    leads = studies.study_leads(engine(), name)
+    console.print(f"leads of {name!r}: {', '.join(leads) or '(none; admins manage it)'}")
 
 
 @study_app.command("list")
@@ -111,7 +170,15 @@ def pool(
     quotas = [studies.parse_quota(q) for q in quota or []]
     languages = {code.strip().lower() for code in language.split(",")} if language else None
     result = studies.draw_pool(
-        engine(), study, size, quotas=quotas, seed=seed, condition=condition, languages=languages, add=add
+        engine(),
+        study,
+        size,
+        quotas=quotas,
+        seed=seed,
+        condition=condition,
+        languages=languages,
+        add=add,
+        actor=actor(),
     )
     console.print(str(result))
 
@@ -127,7 +194,9 @@ def assign(
     """Assign reviewers: balanced load, language-aware, never the same reviewer twice on a unit."""
     from review_app.services import assignment
 
-    console.print(str(assignment.assign(engine(), study, raters=raters, dual_share=dual_share, seed=seed)))
+    console.print(
+        str(assignment.assign(engine(), study, raters=raters, dual_share=dual_share, seed=seed, actor=actor()))
+    )
 
 
 @app.command()
@@ -140,7 +209,7 @@ def reassign(
     """Give a leaving reviewer's unfinished tasks to others; their submitted work is kept."""
     from review_app.services import assignment
 
-    console.print(str(assignment.reassign(engine(), study, from_, seed=seed)))
+    console.print(str(assignment.reassign(engine(), study, from_, seed=seed, actor=actor())))
 
 
 @app.command()
@@ -153,7 +222,7 @@ def enrol(
     """Enrol reviewers in a study (assignment only uses enrolled, active reviewers)."""
     from review_app.services import assignment
 
-    names = assignment.enrol(engine(), study, usernames, active=not remove)
+    names = assignment.enrol(engine(), study, usernames, active=not remove, actor=actor())
     console.print(f"{'removed' if remove else 'enrolled'}: {', '.join(names)}")
 
 
@@ -254,7 +323,7 @@ def user_add(
         years_experience=years,
     )
     password = None if no_password else _read_password(password_stdin)
-    user = accounts.create_user(engine(), profile, password=password)
+    user = accounts.create_user(engine(), profile, password=password, actor=actor())
     console.print(f"created {user.role} {user.username!r}")
 
 
@@ -267,7 +336,7 @@ def user_passwd(
     """Set a new password (also clears a lock-out)."""
     from review_app.services import accounts
 
-    accounts.set_password(engine(), username, _read_password(password_stdin))
+    accounts.set_password(engine(), username, _read_password(password_stdin), actor=actor())
     console.print(f"password changed for {username!r}")
 
 
@@ -277,7 +346,7 @@ def user_deactivate(username: Annotated[str, typer.Argument(help="Account to dea
     """Deactivate an account: it can no longer sign in (its work is kept)."""
     from review_app.services import accounts
 
-    accounts.set_active(engine(), username, False)
+    accounts.set_active(engine(), username, False, actor=actor())
     console.print(f"deactivated {username!r}")
 
 
@@ -287,8 +356,21 @@ def user_activate(username: Annotated[str, typer.Argument(help="Account to react
     """Reactivate an account."""
     from review_app.services import accounts
 
-    accounts.set_active(engine(), username, True)
+    accounts.set_active(engine(), username, True, actor=actor())
     console.print(f"activated {username!r}")
+
+
+@user_app.command("role")
+@friendly_errors
+def user_role(
+    username: Annotated[str, typer.Argument(help="Account to change.")],
+    role: Annotated[str, typer.Option(help="reviewer, lead or admin.")],
+) -> None:
+    """Give an account another role (its open sessions end)."""
+    from review_app.services import accounts
+
+    user = accounts.set_role(engine(), username, role, actor=actor())
+    console.print(f"{user.username!r} is now a {user.role}")
 
 
 @user_app.command("list")

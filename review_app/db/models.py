@@ -84,9 +84,15 @@ class Reviewer(SQLModel, table=True):
     languages: str = Field(default="en", max_length=100)  # comma-separated ISO codes
     active: bool = True
     password_hash: str | None = Field(default=None, max_length=255)
+    # Superseded by ``signin_throttle`` (which also throttles unknown usernames and client addresses);
+    # kept because dropping them would rebuild this table, which every other table references.
     failed_logins: int = 0
     locked_until: datetime | None = None
     last_login_at: datetime | None = None
+    # Raised by every change that must end open sessions (password, role, deactivation); a session
+    # records the version it was opened under and stops working when they differ.
+    session_version: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
+    created_by_id: int | None = Field(default=None, foreign_key="reviewer.id")
     created_at: datetime = Field(default_factory=utcnow)
 
     @property
@@ -103,6 +109,60 @@ class Enrollment(SQLModel, table=True):
     reviewer_id: int = Field(foreign_key="reviewer.id", index=True)
     active: bool = True
     enrolled_at: datetime = Field(default_factory=utcnow)
+
+
+class StudyLead(SQLModel, table=True):
+    """A lead (or admin) who runs a study: manages its pool, assignment, enrolment and reviewers."""
+
+    __tablename__ = "study_lead"
+
+    study_id: int = Field(foreign_key="study.id", primary_key=True)
+    reviewer_id: int = Field(foreign_key="reviewer.id", primary_key=True, index=True)
+    added_at: datetime = Field(default_factory=utcnow)
+
+
+class AuthSession(SQLModel, table=True):
+    """A signed-in browser session, revocable server-side.
+
+    The browser holds a signed token naming a random session id; only the id's SHA-256 is stored,
+    so a copy of the database cannot be turned into a working cookie. A one-time nonce (also only
+    its hash) lets the sign-in page hand the session to the HTTP route that sets the cookie.
+    """
+
+    __tablename__ = "auth_session"
+
+    id: int | None = Field(default=None, primary_key=True)
+    token_hash: str | None = Field(default=None, max_length=64, unique=True)
+    nonce_hash: str | None = Field(default=None, max_length=64, unique=True)
+    nonce_expires_at: datetime | None = None
+    reviewer_id: int = Field(foreign_key="reviewer.id", index=True)
+    session_version: int
+    via: str = Field(default="password", max_length=20)
+    client: str = Field(default="", max_length=100)
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime
+    revoked_at: datetime | None = None
+
+
+class SigninThrottle(SQLModel, table=True):
+    """Failed sign-ins per username (known or not) and per client address, shared by all replicas."""
+
+    __tablename__ = "signin_throttle"
+
+    key: str = Field(primary_key=True, max_length=200)  # "user:<name>" or "addr:<address>"
+    failures: int = 0
+    window_started_at: datetime = Field(default_factory=utcnow)
+    locked_until: datetime | None = None
+
+
+class AppSecret(SQLModel, table=True):
+    """Secrets generated once and shared by every replica (e.g. the session-signing key when none is set)."""
+
+    __tablename__ = "app_secret"
+
+    name: str = Field(primary_key=True, max_length=60)
+    value: str = Field(max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class ImportBatch(SQLModel, table=True):

@@ -1,31 +1,53 @@
-"""Reviewer accounts: profiles, argon2 password hashes, sign-in with lock-out.
+"""Reviewer accounts: profiles, roles, argon2 password hashes, sign-in with throttling.
 
 No plaintext password is ever stored, logged, audited or exported: audit events record that a
-password changed, never its value or hash. Verification is argon2's constant-time comparison,
-and an unknown username costs the same hash computation as a known one, so timing does not
-reveal which usernames exist.
+password changed, never its value or hash.
+
+Role rules (SPEC 2.7), checked here whatever the page offered: a reviewer manages no account; a
+lead creates reviewers and alters, deactivates or resets the password of the reviewers of their
+own studies (enrolled in a study they lead, or created by them); only an admin creates, alters,
+deactivates or resets the password of a lead or an admin; nobody grants a role above their own;
+nobody deactivates their own account or changes their own role. A password, role or status change
+raises the account's ``session_version``, which ends its open sessions at their next action.
+
+Sign-in never stalls the panel: argon2 runs outside every database transaction, on a small pool
+of low-priority worker threads; unknown usernames are verified against a dummy hash, so they cost
+the same as known ones; failed attempts are counted per username (existing or not) and per client
+address in short transactions after hashing, and the lock-out message is the same whether the
+account exists or not.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import TypeVar
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 from pydantic import BaseModel, ConfigDict, EmailStr, Field, field_validator
-from sqlalchemy import Engine, func
-from sqlmodel import select
+from sqlalchemy import Engine, delete, func, text
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, select
 
 from review_app.config import get_settings
-from review_app.db.engine import read_only_reason, read_session, write_session
-from review_app.db.models import ROLES, Reviewer, utcnow
+from review_app.db.engine import is_sqlite, read_only_reason, read_session, write_session
+from review_app.db.models import ROLES, Reviewer, SigninThrottle, utcnow
 from review_app.services import audit
-from review_app.services.errors import AccountLocked, Conflict, InvalidInput, NotFound
+from review_app.services.actors import ROLE_RANK, Actor, acting_user, lead_manages
+from review_app.services.errors import AccountLocked, Conflict, InvalidInput, NotFound, PermissionDenied
 
 MIN_PASSWORD_LENGTH = 10
+MAX_WAITING_SIGNINS = 64  # beyond this many queued verifications, sign-ins are refused at once ("busy")
 _hasher = PasswordHasher()
 _DUMMY_HASH = _hasher.hash("medrev-timing-equaliser")
+T = TypeVar("T")
 _LANG = re.compile(r"^[a-z]{2,3}$")
 
 _USERNAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,63}$")
@@ -46,6 +68,14 @@ def normalise_languages(value: str | list[str] | None) -> str:
         if code not in codes:
             codes.append(code)
     return ",".join(codes) or "en"
+
+
+def normalise_role(value: str) -> str:
+    """ "Lead " -> "lead"; raises ValueError naming an unknown role."""
+    role = value.strip().lower()
+    if role not in ROLES:
+        raise ValueError(f"unknown role {value!r}; expected one of {', '.join(ROLES)}")
+    return role
 
 
 class UserProfile(BaseModel):
@@ -76,10 +106,7 @@ class UserProfile(BaseModel):
     @field_validator("role")
     @classmethod
     def _role(cls, value: str) -> str:
-        role = value.strip().lower()
-        if role not in ROLES:
-            raise ValueError(f"unknown role {value!r}; expected one of {', '.join(ROLES)}")
-        return role
+        return normalise_role(value)
 
     @field_validator("languages", mode="before")
     @classmethod
@@ -92,11 +119,76 @@ class UserProfile(BaseModel):
         return value or None
 
 
+class SigninThrottled(AccountLocked):
+    """Too many failed sign-ins for a username or from an address; worded the same whether the account exists."""
+
+
+class SigninBusy(AccountLocked):
+    """More sign-ins are waiting for password verification than the server lets queue up."""
+
+
+# ---------------------------------------------------------------- password hashing, off the request threads
+
+
+def _lower_priority() -> None:
+    """Run this worker at a lower CPU priority, so a burst of sign-ins yields the processor to reviewers.
+
+    On Linux every thread has its own nice value (and argon2's lane threads inherit it); elsewhere
+    ``setpriority`` would address a process, so it is left alone.
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+
+
+_HASH_WORKERS = max(1, (os.cpu_count() or 2) // 2)
+_pool = ThreadPoolExecutor(max_workers=_HASH_WORKERS, thread_name_prefix="medrev-argon2", initializer=_lower_priority)
+_signin_slots = threading.BoundedSemaphore(_HASH_WORKERS)
+_queue_lock = threading.Lock()
+_queued = 0
+
+
+def _hashing(fn: Callable[..., T], *args) -> T:
+    """Run an argon2 call on the low-priority hashing pool and wait for it (never inside a transaction)."""
+    return _pool.submit(fn, *args).result()
+
+
+@contextlib.contextmanager
+def _signin_slot() -> Iterator[None]:
+    """Let sign-ins through as many at a time as there are hashing workers; the rest wait, idle.
+
+    Waiting threads hold neither a database connection nor the interpreter lock, so a flood of
+    attempts costs reviewers one sign-in's worth of work at a time. Beyond ``MAX_WAITING_SIGNINS``
+    waiting, a sign-in is refused at once instead of queueing.
+    """
+    global _queued
+    with _queue_lock:
+        if _queued >= MAX_WAITING_SIGNINS:
+            raise SigninBusy("the sign-in service is busy; try again in a minute")
+        _queued += 1
+    try:
+        with _signin_slots:
+            yield
+    finally:
+        with _queue_lock:
+            _queued -= 1
+
+
 def hash_password(password: str) -> str:
     """An argon2id hash of ``password`` after checking the minimum length."""
     if len(password) < MIN_PASSWORD_LENGTH:
         raise InvalidInput(f"the password must have at least {MIN_PASSWORD_LENGTH} characters")
-    return _hasher.hash(password)
+    return _hashing(_hasher.hash, password)
+
+
+def _verify(password_hash: str, password: str) -> bool:
+    try:
+        return _hasher.verify(password_hash, password)
+    except (VerifyMismatchError, VerificationError, InvalidHashError):
+        return False
+
+
+# ---------------------------------------------------------------- role rules
 
 
 def _profile_dict(user: Reviewer) -> dict:
@@ -113,79 +205,181 @@ def _profile_dict(user: Reviewer) -> dict:
     }
 
 
-def create_user(
-    engine: Engine,
-    profile: UserProfile,
-    *,
-    password: str | None = None,
-    actor_id: int | None = None,
+def check_account_change(
+    session: Session, me: Reviewer | None, target: Reviewer | None, *, new_role: str | None = None, action: str
+) -> None:
+    """Refuse what ``me`` may not do to ``target`` (None: a new account) with ``PermissionDenied``.
+
+    ``action`` is one of create, update, role, password, deactivate, activate; ``new_role`` the
+    role being granted (on create or a role change). ``me`` None is the operator at the shell.
+    """
+    if me is None:
+        return
+    if me.role not in ("lead", "admin"):
+        raise PermissionDenied("only study leads and admins manage accounts")
+    if new_role is not None and ROLE_RANK[new_role] > ROLE_RANK[me.role]:
+        raise PermissionDenied(f"you cannot grant the role {new_role}: it is above your own ({me.role})")
+    if me.role != "admin":
+        if {new_role, target.role if target else None} & {"lead", "admin"}:
+            raise PermissionDenied(
+                "only an admin can create, change, deactivate or reset the password of a lead or admin account"
+            )
+        if target is not None and not lead_manages(session, me, target):
+            raise PermissionDenied(
+                f"{target.username} is not a reviewer of your studies; ask an admin or the lead of their study"
+            )
+    if target is not None and target.id == me.id and action in ("deactivate", "role"):
+        raise PermissionDenied("you cannot deactivate your own account or change your own role; ask another admin")
+
+
+def _email_free(session: Session, email: str | None, user_id: int | None) -> None:
+    if not email:
+        return
+    taken = session.exec(select(Reviewer).where(func.lower(Reviewer.email) == email.lower())).first()
+    if taken is not None and taken.id != user_id:
+        raise Conflict(f"the email {email} already belongs to {taken.username}")
+
+
+def create_account(
+    session: Session, me: Reviewer | None, profile: UserProfile, *, password_hash: str | None = None
 ) -> Reviewer:
+    """Create an account in the caller's transaction after the role rules (shared with roster imports)."""
+    check_account_change(session, me, None, new_role=profile.role, action="create")
+    if session.exec(select(Reviewer).where(Reviewer.username == profile.username)).first() is not None:
+        raise Conflict(f"the username {profile.username!r} is taken")
+    _email_free(session, profile.email, None)
+    user = Reviewer(**profile.model_dump(), password_hash=password_hash, created_by_id=me.id if me else None)
+    session.add(user)
+    session.flush()
+    audit.record(
+        session,
+        actor_id=me.id if me else None,
+        action="user.create",
+        entity="reviewer",
+        entity_id=user.id,
+        after=_profile_dict(user) | {"has_password": password_hash is not None},
+    )
+    return user
+
+
+def change_account(session: Session, me: Reviewer | None, user: Reviewer, changes: dict) -> bool:
+    """Apply profile ``changes`` to ``user`` in the caller's transaction after the role rules.
+
+    Only the keys given change (a roster without a column leaves that field alone). A role change
+    ends the account's open sessions. Returns whether anything changed.
+    """
+    changes = {k: v for k, v in changes.items() if getattr(user, k) != v}
+    if not changes:
+        return False
+    new_role = changes.get("role")
+    check_account_change(session, me, user, new_role=new_role, action="role" if new_role else "update")
+    if "email" in changes:
+        _email_free(session, changes["email"], user.id)
+    before = _profile_dict(user)
+    for key, value in changes.items():
+        setattr(user, key, value)
+    if new_role is not None:
+        user.session_version += 1
+    session.add(user)
+    audit.record(
+        session,
+        actor_id=me.id if me else None,
+        action="user.update",
+        entity="reviewer",
+        entity_id=user.id,
+        before=before,
+        after=_profile_dict(user),
+    )
+    return True
+
+
+def grantable_roles(engine: Engine, actor: Actor) -> tuple[str, ...]:
+    """The roles ``actor`` may give a new or existing account (for the pages' choices)."""
+    with read_session(engine) as session:
+        me = acting_user(session, actor)
+    if me is None or me.role == "admin":
+        return ROLES
+    return ("reviewer",) if me.role == "lead" else ()
+
+
+def manageable_users(engine: Engine, actor: Actor) -> list[Reviewer]:
+    """The accounts whose profile and password ``actor`` may change, by the rules above."""
+    with read_session(engine) as session:
+        me = acting_user(session, actor)
+        allowed = []
+        for user in session.exec(select(Reviewer).order_by(Reviewer.username)):
+            try:
+                check_account_change(session, me, user, action="update")
+            except PermissionDenied:
+                continue
+            allowed.append(user)
+        return allowed
+
+
+# ---------------------------------------------------------------- account changes
+
+
+def create_user(engine: Engine, profile: UserProfile, *, password: str | None = None, actor: Actor) -> Reviewer:
     """Create an account; ``password`` may be None for sign-in through the identity provider."""
     password_hash = hash_password(password) if password is not None else None
     with write_session(engine) as session:
-        clash = session.exec(select(Reviewer).where(Reviewer.username == profile.username)).first()
-        if clash is not None:
-            raise Conflict(f"the username {profile.username!r} is taken")
-        if profile.email:
-            taken = session.exec(select(Reviewer).where(func.lower(Reviewer.email) == profile.email.lower())).first()
-            if taken is not None:
-                raise Conflict(f"the email {profile.email} already belongs to {taken.username}")
-        user = Reviewer(**profile.model_dump(), password_hash=password_hash)
-        session.add(user)
-        session.flush()
-        audit.record(
-            session,
-            actor_id=actor_id,
-            action="user.create",
-            entity="reviewer",
-            entity_id=user.id,
-            after=_profile_dict(user) | {"has_password": password_hash is not None},
-        )
-        return user
+        return create_account(session, acting_user(session, actor), profile, password_hash=password_hash)
 
 
-def update_profile(engine: Engine, profile: UserProfile, *, actor_id: int | None = None) -> Reviewer:
-    """Replace a user's profile fields (not the password)."""
+def update_profile(engine: Engine, profile: UserProfile, *, actor: Actor) -> Reviewer:
+    """Replace a user's profile fields, role included (not the password)."""
     with write_session(engine) as session:
+        me = acting_user(session, actor)
         user = _get(session, profile.username)
-        before = _profile_dict(user)
-        for key, value in profile.model_dump().items():
-            setattr(user, key, value)
-        session.add(user)
-        audit.record(
-            session,
-            actor_id=actor_id,
-            action="user.update",
-            entity="reviewer",
-            entity_id=user.id,
-            before=before,
-            after=_profile_dict(user),
-        )
+        change_account(session, me, user, profile.model_dump())
         return user
 
 
-def set_password(engine: Engine, username: str, password: str, *, actor_id: int | None = None) -> None:
-    """Set a new password and clear any lock-out."""
+def set_role(engine: Engine, username: str, role: str, *, actor: Actor) -> Reviewer:
+    """Give an account another role (which ends its open sessions)."""
+    try:
+        role = normalise_role(role)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    with write_session(engine) as session:
+        me = acting_user(session, actor)
+        user = _get(session, username)
+        change_account(session, me, user, {"role": role})
+        return user
+
+
+def set_password(engine: Engine, username: str, password: str, *, actor: Actor) -> None:
+    """Set a new password, end the account's open sessions and clear any lock-out of its username."""
     password_hash = hash_password(password)
     with write_session(engine) as session:
+        me = acting_user(session, actor)
         user = _get(session, username)
+        check_account_change(session, me, user, action="password")
         user.password_hash = password_hash
-        user.failed_logins = 0
-        user.locked_until = None
+        user.session_version += 1
         session.add(user)
-        audit.record(session, actor_id=actor_id, action="user.password", entity="reviewer", entity_id=user.id)
+        session.execute(delete(SigninThrottle).where(SigninThrottle.key == _user_key(user.username)))
+        audit.record(
+            session, actor_id=me.id if me else None, action="user.password", entity="reviewer", entity_id=user.id
+        )
 
 
-def set_active(engine: Engine, username: str, active: bool, *, actor_id: int | None = None) -> None:
-    """Deactivate (or reactivate) an account; a deactivated account cannot sign in."""
+def set_active(engine: Engine, username: str, active: bool, *, actor: Actor) -> None:
+    """Deactivate (or reactivate) an account; deactivation ends its open sessions at their next action."""
     with write_session(engine) as session:
+        me = acting_user(session, actor)
         user = _get(session, username)
+        check_account_change(session, me, user, action="activate" if active else "deactivate")
         before = user.active
+        if before == active:
+            return
         user.active = active
+        if not active:
+            user.session_version += 1
         session.add(user)
         audit.record(
             session,
-            actor_id=actor_id,
+            actor_id=me.id if me else None,
             action="user.activate" if active else "user.deactivate",
             entity="reviewer",
             entity_id=user.id,
@@ -194,76 +388,118 @@ def set_active(engine: Engine, username: str, active: bool, *, actor_id: int | N
         )
 
 
-def authenticate(engine: Engine, username: str, password: str) -> Reviewer | None:
+# ---------------------------------------------------------------- sign-in
+
+
+def _user_key(username: str) -> str:
+    return f"user:{username[:150]}"
+
+
+def _address_key(client: str) -> str:
+    return f"addr:{client[:150]}"
+
+
+def _locked_message(minutes: float) -> str:
+    return (
+        f"sign-in is locked for about {max(1, round(minutes))} more minute(s) after too many failed attempts "
+        "with this username or from this network address"
+    )
+
+
+def authenticate(engine: Engine, username: str, password: str, *, client: str | None = None) -> Reviewer | None:
     """The signed-in reviewer, or None for a wrong username or password.
 
-    After ``MEDREV_LOCKOUT_ATTEMPTS`` consecutive failures the account is locked for
-    ``MEDREV_LOCKOUT_MINUTES``; while locked, ``AccountLocked`` is raised without checking the
-    password, so guessing during the lock-out learns nothing.
+    ``client`` is the caller's network address (rate-limited separately from the username).
+    While a username or address is locked, ``SigninThrottled`` is raised without checking the
+    password, so guessing during the lock-out learns nothing. Hashing happens outside every
+    transaction; only the short bookkeeping afterwards writes.
     """
-    if read_only_reason(engine) is not None:
-        return _authenticate_read_only(engine, username, password)
+    with _signin_slot():
+        return _authenticate(engine, username, password, client)
+
+
+def _authenticate(engine: Engine, username: str, password: str, client: str | None) -> Reviewer | None:
     settings = get_settings()
     name = username.strip().lower()
-    with write_session(engine) as session:
+    limits = {_user_key(name): settings.lockout_attempts}
+    if client:
+        limits[_address_key(client)] = settings.lockout_address_attempts
+    now = utcnow()
+    with read_session(engine) as session:
+        throttles = session.exec(select(SigninThrottle).where(SigninThrottle.key.in_(list(limits)))).all()
         user = session.exec(select(Reviewer).where(Reviewer.username == name)).first()
-        if user is None or not user.active or user.password_hash is None:
-            _verify(_DUMMY_HASH, password)
-            return None
-        now = utcnow()
-        if user.locked_until is not None and user.locked_until > now:
-            minutes = max(1, round((user.locked_until - now).total_seconds() / 60))
-            raise AccountLocked(f"too many failed sign-ins: this account is locked for about {minutes} more minute(s)")
-        if _verify(user.password_hash, password):
-            user.failed_logins = 0
-            user.locked_until = None
-            user.last_login_at = now
-            if _hasher.check_needs_rehash(user.password_hash):
-                user.password_hash = _hasher.hash(password)
-            session.add(user)
-            audit.record(session, actor_id=user.id, action="auth.sign_in", entity="reviewer", entity_id=user.id)
+    until = max((t.locked_until for t in throttles if t.locked_until and t.locked_until > now), default=None)
+    if until is not None:
+        raise SigninThrottled(_locked_message((until - now).total_seconds() / 60))
+    usable = user is not None and user.active and user.password_hash is not None
+    stored = user.password_hash if usable else _DUMMY_HASH
+    # A read-only database still lets everyone sign in; what it cannot keep (sign-in time, failure
+    # counts) is skipped, and a lock-out already recorded is still honoured above.
+    read_only = read_only_reason(engine) is not None
+    if _hashing(_verify, stored, password) and usable:
+        if read_only:
             return user
-        user.failed_logins += 1
-        locked = user.failed_logins >= settings.lockout_attempts
-        if locked:
-            user.locked_until = now + timedelta(minutes=settings.lockout_minutes)
-            user.failed_logins = 0
-        session.add(user)
-        audit.record(
-            session,
-            actor_id=None,
-            action="auth.locked" if locked else "auth.failed",
-            entity="reviewer",
-            entity_id=user.id,
-        )
-    if locked:
-        raise AccountLocked(f"too many failed sign-ins: this account is locked for {settings.lockout_minutes} minutes")
+        rehashed = _hashing(_hasher.hash, password) if _hasher.check_needs_rehash(stored) else None
+        with write_session(engine) as session:
+            fresh = session.get(Reviewer, user.id)
+            if fresh is None or not fresh.active or fresh.password_hash != stored:
+                return None  # deactivated or given a new password while we were verifying
+            fresh.last_login_at = utcnow()
+            if rehashed is not None:
+                fresh.password_hash = rehashed
+            session.add(fresh)
+            session.execute(delete(SigninThrottle).where(SigninThrottle.key == _user_key(name)))
+            audit.record(session, actor_id=fresh.id, action="auth.sign_in", entity="reviewer", entity_id=fresh.id)
+            return fresh
+    if read_only:
+        return None
+    if _record_failure(engine, limits, user.id if user is not None else None):
+        raise SigninThrottled(_locked_message(settings.lockout_minutes))
     return None
 
 
-def _authenticate_read_only(engine: Engine, username: str, password: str) -> Reviewer | None:
-    """Sign-in on a read-only database: the same checks, without the bookkeeping it cannot save.
+def _record_failure(engine: Engine, limits: dict[str, int], user_id: int | None) -> bool:
+    """Count one failed attempt against every key (short transaction); True when this one locks a key."""
+    settings = get_settings()
+    window = timedelta(minutes=settings.lockout_minutes)
+    for attempt in range(3):
+        try:
+            with write_session(engine) as session:
+                if not is_sqlite(engine):
+                    # Counters of failures need not survive a crash of the database server; not waiting
+                    # for the WAL flush keeps a flood of failed sign-ins from queueing behind reviewers'
+                    # commits (SQLite in WAL mode with synchronous=NORMAL does not wait either).
+                    session.execute(text("SET LOCAL synchronous_commit TO OFF"))
+                now = utcnow()
+                locked = False
+                for key, limit in limits.items():
+                    row = session.get(SigninThrottle, key, with_for_update=True)
+                    if row is None:
+                        row = SigninThrottle(key=key, failures=0, window_started_at=now)
+                    if row.window_started_at + window <= now:
+                        row.failures, row.window_started_at = 0, now
+                    row.failures += 1
+                    if row.failures >= limit:
+                        row.locked_until = now + window
+                        row.failures, row.window_started_at = 0, now
+                        locked = True
+                    session.add(row)
+                if user_id is not None:
+                    audit.record(
+                        session,
+                        actor_id=None,
+                        action="auth.locked" if locked else "auth.failed",
+                        entity="reviewer",
+                        entity_id=user_id,
+                    )
+                return locked
+        except IntegrityError:  # another replica inserted the same key first (PostgreSQL); count again
+            if attempt == 2:
+                raise
+    return False
 
-    Failed attempts cannot be counted (so no new lock-out starts), and the sign-in time and audit
-    event are not written; an existing lock-out is still respected.
-    """
-    with read_session(engine) as session:
-        user = session.exec(select(Reviewer).where(Reviewer.username == username.strip().lower())).first()
-    if user is None or not user.active or user.password_hash is None:
-        _verify(_DUMMY_HASH, password)
-        return None
-    now = utcnow()
-    if user.locked_until is not None and user.locked_until > now:
-        minutes = max(1, round((user.locked_until - now).total_seconds() / 60))
-        raise AccountLocked(f"too many failed sign-ins: this account is locked for about {minutes} more minute(s)")
-    return user if _verify(user.password_hash, password) else None
 
-
-def _verify(password_hash: str, password: str) -> bool:
-    try:
-        return _hasher.verify(password_hash, password)
-    except (VerifyMismatchError, VerificationError, InvalidHashError):
-        return False
+# ---------------------------------------------------------------- reads
 
 
 def _get(session, username: str) -> Reviewer:

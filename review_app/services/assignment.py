@@ -25,7 +25,9 @@ from sqlmodel import Session, select
 from review_app.db.engine import write_session
 from review_app.db.models import OPEN_STATUSES, Assignment, Enrollment, Item, Reviewer, Study, Task, utcnow
 from review_app.services import audit
-from review_app.services.errors import InvalidInput, NotFound
+from review_app.services.actors import LEAD_ROLES, Actor, acting_user, require_study_lead
+from review_app.services.actors import get_study as _study
+from review_app.services.errors import InvalidInput, NotFound, PermissionDenied
 
 
 @dataclass
@@ -67,24 +69,29 @@ class AssignResult:
         return "\n".join(lines)
 
 
-def _study(session: Session, name: str) -> Study:
-    study = session.exec(select(Study).where(Study.name == name)).first()
-    if study is None:
-        raise NotFound(f"no study named {name!r}")
-    return study
+def _led_study(session: Session, actor: Actor, name: str) -> tuple[Reviewer | None, Study]:
+    """(acting account, study) after checking the actor leads the study."""
+    me = acting_user(session, actor, roles=LEAD_ROLES)
+    study = _study(session, name)
+    require_study_lead(session, me, study)
+    return me, study
 
 
-def enrol(
-    engine: Engine, study_name: str, usernames: list[str], *, active: bool = True, actor_id: int | None = None
-) -> list[str]:
-    """Enrol reviewers in a study (or deactivate their enrolment with ``active=False``)."""
+def enrol(engine: Engine, study_name: str, usernames: list[str], *, active: bool = True, actor: Actor) -> list[str]:
+    """Enrol reviewers in a study (or deactivate their enrolment with ``active=False``).
+
+    Only accounts with the reviewer role can be enrolled: leads and admins review nothing here.
+    """
     with write_session(engine) as session:
-        study = _study(session, study_name)
-        names = [u.strip().lower() for u in usernames if u.strip()]
+        me, study = _led_study(session, actor, study_name)
+        names = list(dict.fromkeys(u.strip().lower() for u in usernames if u.strip()))
         users = {u.username: u for u in session.exec(select(Reviewer).where(Reviewer.username.in_(names)))}
         unknown = [n for n in names if n not in users]
         if unknown:
             raise NotFound(f"no user named {', '.join(unknown)}")
+        others = [f"{n} ({users[n].role})" for n in names if users[n].role != "reviewer"]
+        if active and others:
+            raise PermissionDenied(f"only reviewers can be enrolled in a study, not {', '.join(others)}")
         for name in names:
             user = users[name]
             row = session.exec(
@@ -96,7 +103,7 @@ def enrol(
             session.add(row)
             audit.record(
                 session,
-                actor_id=actor_id,
+                actor_id=me.id if me else None,
                 action="study.enrol" if active else "study.unenrol",
                 entity="reviewer",
                 entity_id=user.id,
@@ -197,7 +204,7 @@ def assign(
     raters: int = 2,
     dual_share: float = 1.0,
     seed: int = 0,
-    actor_id: int | None = None,
+    actor: Actor,
 ) -> AssignResult:
     """Assign reviewers to every unit of the study that has no reviewer yet, and fill gaps.
 
@@ -210,7 +217,7 @@ def assign(
         raise InvalidInput("--dual-share must be between 0 and 1")
     rng = random.Random(f"assign:{seed}")
     with write_session(engine) as session:
-        study = _study(session, study_name)
+        me, study = _led_study(session, actor, study_name)
         units = _units(session, study)
         if not units:
             raise InvalidInput(f"study {study_name!r} has no tasks; draw a pool first")
@@ -239,7 +246,7 @@ def assign(
         )
         audit.record(
             session,
-            actor_id=actor_id,
+            actor_id=me.id if me else None,
             action="study.assign",
             entity="study",
             entity_id=study.id,
@@ -267,13 +274,11 @@ class ReassignResult:
         return "\n".join(lines)
 
 
-def reassign(
-    engine: Engine, study_name: str, username: str, *, seed: int = 0, actor_id: int | None = None
-) -> ReassignResult:
+def reassign(engine: Engine, study_name: str, username: str, *, seed: int = 0, actor: Actor) -> ReassignResult:
     """Withdraw a leaving reviewer's unfinished slots and give them to others; submitted work stays."""
     rng = random.Random(f"reassign:{seed}:{username}")
     with write_session(engine) as session:
-        study = _study(session, study_name)
+        me, study = _led_study(session, actor, study_name)
         user = session.exec(select(Reviewer).where(Reviewer.username == username.strip().lower())).first()
         if user is None:
             raise NotFound(f"no user named {username!r}")
@@ -301,7 +306,7 @@ def reassign(
         created, unfilled = _fill(session, study, todo, reviewers, _loads(units, session, study), rng)
         audit.record(
             session,
-            actor_id=actor_id,
+            actor_id=me.id if me else None,
             action="study.reassign",
             entity="reviewer",
             entity_id=user.id,

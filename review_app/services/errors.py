@@ -28,3 +28,7 @@ class InvalidInput(ServiceError):
 
 class AccountLocked(ServiceError):
     pass
+
+
+class SessionEnded(PermissionDenied):
+    """The acting account changed (deactivated, new password or role) since its session began: sign in again."""

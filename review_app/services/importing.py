@@ -5,6 +5,10 @@ every bad row with file, line and field, so the lead fixes the file once. Re-imp
 file changes nothing (rows are matched by their natural key and compared by content hash); a
 row whose key exists with *different* content is refused rather than silently overwriting what
 reviewers may already have scored.
+
+Imports are changes like any other: they take the acting user (leads and admins import data), and
+a roster obeys the account rules of ``services.accounts`` row by row (a lead's roster can create
+and update reviewers of the lead's studies only, and grants no role above the importer's).
 """
 
 from __future__ import annotations
@@ -27,8 +31,23 @@ from bench_core.medmisbench import DEFAULT_SEED, MCQItem, draw_type1_target, loa
 from review_app.db.engine import write_session
 from review_app.db.models import AUTO_LABELS, ImportBatch, Item, ModelResponse, Reviewer, utcnow
 from review_app.services import audit
-from review_app.services.accounts import UserProfile
-from review_app.services.errors import InvalidInput
+from review_app.services.accounts import UserProfile, change_account, create_account
+from review_app.services.actors import LEAD_ROLES, Actor, acting_user
+from review_app.services.errors import Conflict, InvalidInput, ServiceError
+
+
+@dataclass(frozen=True)
+class _Importer:
+    """Who imports: the label kept on the import batch and the account id for the audit log."""
+
+    label: str
+    id: int | None
+
+
+def _importer(session: Session, actor: Actor, via: str) -> _Importer:
+    me = acting_user(session, actor, roles=LEAD_ROLES)
+    return _Importer(me.username, me.id) if me is not None else _Importer(via, None)
+
 
 KINDS = ("items", "responses", "roster", "run", "judge")
 JUDGE_SUBSET = "RETRACTED"
@@ -63,6 +82,7 @@ class ImportSummary:
     unchanged: int
     updated: int = 0
     usernames: tuple[str, ...] = ()  # roster imports: every account in the file
+    reviewers: tuple[str, ...] = ()  # roster imports: the active accounts with the reviewer role (to enrol)
 
     def __str__(self) -> str:
         extra = f", {self.updated} updated" if self.updated else ""
@@ -161,8 +181,8 @@ def import_items(
     path: str | Path,
     *,
     target_seed: int = DEFAULT_SEED,
-    actor: str = "cli",
-    actor_id: int | None = None,
+    actor: Actor,
+    via: str = "cli",
     dry_run: bool = False,
 ) -> ImportSummary:
     """Import items in the released MedMisBench format (a file or a folder of subset files).
@@ -176,13 +196,13 @@ def import_items(
         raise ImportRefused(exc.issues) from exc
     rows = [(item, item_row(item, target_seed=target_seed)) for item in report.items]
     with _maybe_dry(dry_run) as dry, write_session(engine) as session:
-        new = _write_items(session, rows, path, actor=actor, actor_id=actor_id)
+        new = _write_items(session, rows, path, who=_importer(session, actor, via))
         dry.done(ImportSummary("items", str(path), len(rows), new, len(rows) - new))
     return dry.result
 
 
 def _write_items(
-    session: Session, rows: list[tuple[MCQItem | None, dict[str, Any]]], path: Path, *, actor, actor_id
+    session: Session, rows: list[tuple[MCQItem | None, dict[str, Any]]], path: Path, *, who: _Importer
 ) -> int:
     """Insert the new items (refusing changed ones) in the caller's transaction; returns how many were new."""
     existing = _existing(
@@ -206,11 +226,11 @@ def _write_items(
             )
     if issues:
         raise ImportRefused(issues)
-    batch = _batch(session, "items", path, len(rows), len(new_rows), actor)
+    batch = _batch(session, "items", path, len(rows), len(new_rows), who.label)
     _bulk_insert(session, Item, new_rows, batch.id)
     audit.record(
         session,
-        actor_id=actor_id,
+        actor_id=who.id,
         action="import.items",
         entity="import_batch",
         entity_id=batch.id,
@@ -232,7 +252,7 @@ def _pick(row: dict[str, Any], name: str) -> str | None:
 
 
 def import_responses(
-    engine: Engine, path: str | Path, *, actor: str = "cli", actor_id: int | None = None, dry_run: bool = False
+    engine: Engine, path: str | Path, *, actor: Actor, via: str = "cli", dry_run: bool = False
 ) -> ImportSummary:
     """Import model responses (JSONL/CSV: item_id, model, condition, response, reasoning, chosen, result).
 
@@ -249,6 +269,7 @@ def import_responses(
             else:
                 parsed.append((str(file), line, row))
     with _maybe_dry(dry_run) as dry, write_session(engine) as session:
+        who = _importer(session, actor, via)
         items = _items_for(session, {_pick(r, "item_id") for _f, _l, r in parsed} - {None})
         rows: list[tuple[str, int, dict[str, Any]]] = []
         for file, line, raw in parsed:
@@ -257,7 +278,7 @@ def import_responses(
                 issues.append(result)
             else:
                 rows.append((file, line, result))
-        new = _write_responses(session, rows, issues, path, actor=actor, actor_id=actor_id)
+        new = _write_responses(session, rows, issues, path, who=who)
         dry.done(ImportSummary("responses", str(path), len(rows), new, len(rows) - new))
     return dry.result
 
@@ -268,8 +289,7 @@ def _write_responses(
     issues: list[RowIssue],
     path: Path,
     *,
-    actor,
-    actor_id,
+    who: _Importer,
 ) -> int:
     """Insert the new responses in the caller's transaction (refusing duplicates and changed ones)."""
     seen: dict[tuple, str] = {}
@@ -301,11 +321,11 @@ def _write_responses(
             )
     if issues:
         raise ImportRefused(issues)
-    batch = _batch(session, "responses", path, len(rows), len(new_rows), actor)
+    batch = _batch(session, "responses", path, len(rows), len(new_rows), who.label)
     _bulk_insert(session, ModelResponse, new_rows, batch.id)
     audit.record(
         session,
-        actor_id=actor_id,
+        actor_id=who.id,
         action="import.responses",
         entity="import_batch",
         entity_id=batch.id,
@@ -396,7 +416,7 @@ def _response_row(raw: dict[str, Any], items: dict[str, list[Item]], *, file: st
 
 
 def import_run(
-    engine: Engine, run_dir: str | Path, *, actor: str = "cli", actor_id: int | None = None, dry_run: bool = False
+    engine: Engine, run_dir: str | Path, *, actor: Actor, via: str = "cli", dry_run: bool = False
 ) -> list[ImportSummary]:
     """Import a ``medrev bench run medmisbench`` directory: its items (with the run's Type 1 targets)
     and every finished response with its automatic FAIL/SUCCESS label, in one transaction.
@@ -413,7 +433,8 @@ def import_run(
         raise InvalidInput(str(exc)) from exc
     item_rows = [(p.item, item_row(p.item, target=p.target)) for p in data.items]
     with _maybe_dry(dry_run) as dry, write_session(engine) as session:
-        new_items = _write_items(session, item_rows, run_dir / "items.jsonl", actor=actor, actor_id=actor_id)
+        who = _importer(session, actor, via)
+        new_items = _write_items(session, item_rows, run_dir / "items.jsonl", who=who)
         ids = {
             (subset, external): item_id
             for item_id, subset, external in session.exec(
@@ -444,7 +465,7 @@ def import_run(
             }
             row["content_hash"] = content_hash(row)
             rows.append((str(run_dir / "results.jsonl"), number, row))
-        new_responses = _write_responses(session, rows, [], run_dir / "results.jsonl", actor=actor, actor_id=actor_id)
+        new_responses = _write_responses(session, rows, [], run_dir / "results.jsonl", who=who)
         dry.done(
             [
                 ImportSummary("items", str(run_dir), len(item_rows), new_items, len(item_rows) - new_items),
@@ -458,7 +479,7 @@ def import_run(
 
 
 def import_judge_run(
-    engine: Engine, path: str | Path, *, actor: str = "cli", actor_id: int | None = None, dry_run: bool = False
+    engine: Engine, path: str | Path, *, actor: Actor, via: str = "cli", dry_run: bool = False
 ) -> list[ImportSummary]:
     """Import a retracted-paper run (a ``bench run trojan`` directory, or ``records.json`` +
     ``traces.jsonl``) for a judge audit: each record becomes an item of kind ``retracted`` and each
@@ -501,7 +522,8 @@ def import_judge_run(
         records.setdefault(trace.record_id, row)
     with _maybe_dry(dry_run) as dry, write_session(engine) as session:
         item_rows = [(None, row) for row in records.values()]
-        new_items = _write_items(session, item_rows, path, actor=actor, actor_id=actor_id)
+        who = _importer(session, actor, via)
+        new_items = _write_items(session, item_rows, path, who=who)
         ids = dict(
             session.exec(
                 select(Item.external_id, Item.id).where(
@@ -531,7 +553,7 @@ def import_judge_run(
             }
             row["content_hash"] = content_hash(row)
             rows.append((str(path), number, row))
-        new_responses = _write_responses(session, rows, [], path, actor=actor, actor_id=actor_id)
+        new_responses = _write_responses(session, rows, [], path, who=who)
         dry.done(
             [
                 ImportSummary("records", str(path), len(item_rows), new_items, len(item_rows) - new_items),
@@ -543,16 +565,61 @@ def import_judge_run(
 
 # ---------------------------------------------------------------- roster
 
-ROSTER_COLUMNS = ("username", "display_name", "role", "profession", "country", "years", "languages")
+ROSTER_COLUMNS = ("username", "display_name", "role", "email", "profession", "country", "years", "languages")
+_ROSTER_FIELDS = {  # column -> profile field; a column the file leaves out leaves that field unchanged
+    "display_name": "display_name",
+    "role": "role",
+    "email": "email",
+    "profession": "profession",
+    "country": "country",
+    "years": "years_experience",
+    "years_experience": "years_experience",
+    "languages": "languages",
+}
+_REQUIRED = ("display_name", "role")  # present columns whose cells cannot be emptied
+
+
+def _roster_fields(lowered: dict[str, Any], file: str, line: int) -> dict[str, Any] | RowIssue:
+    """The profile fields a roster row sets: only its columns; an empty cell clears an optional field."""
+    raw: dict[str, Any] = {}
+    for column, field in _ROSTER_FIELDS.items():
+        if column not in lowered:
+            continue
+        value = cell(lowered, column)
+        if value is None and field in _REQUIRED:
+            return RowIssue(file, line, column, f"missing {column} (it cannot be emptied)")
+        raw[field] = value
+    if raw.get("years_experience") is not None:
+        try:
+            raw["years_experience"] = int(float(raw["years_experience"]))
+        except ValueError:
+            return RowIssue(file, line, "years", f"years must be a whole number, got {raw['years_experience']!r}")
+    cleared = {"profession": "", "country": "", "languages": "en"}
+    raw = {k: (cleared.get(k) if v is None else v) for k, v in raw.items()}
+    placeholders = {"display_name": "-", "role": "reviewer"}
+    try:
+        profile = UserProfile(username=cell(lowered, "username"), **(placeholders | raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else None
+        column = {"years_experience": "years"}.get(field, field)
+        return RowIssue(file, line, column, first["msg"].removeprefix("Value error, "))
+    return {"username": profile.username} | {k: getattr(profile, k) for k in raw}
 
 
 def import_roster(
-    engine: Engine, path: str | Path, *, actor: str = "cli", actor_id: int | None = None, dry_run: bool = False
+    engine: Engine, path: str | Path, *, actor: Actor, via: str = "cli", dry_run: bool = False
 ) -> ImportSummary:
-    """Import reviewer accounts from a CSV roster (no passwords: set them with ``user passwd``)."""
+    """Import or update reviewer accounts from a roster (no passwords: set them with ``user passwd``).
+
+    Columns: username (required), display_name and role (required for new accounts), email,
+    profession, country, years, languages. A column the file leaves out leaves that field of
+    existing accounts unchanged; an empty cell in a present column clears the field (display_name
+    and role cannot be cleared). Every row obeys the account rules for the importing user.
+    """
     path = Path(path)
     issues: list[RowIssue] = []
-    profiles: list[tuple[int, UserProfile]] = []
+    rows: list[tuple[str, int, dict[str, Any]]] = []
     seen: dict[str, int] = {}
     for file in tabular_files(path):
         for line, raw in iter_rows(file):
@@ -560,85 +627,62 @@ def import_roster(
                 issues.append(raw)
                 continue
             lowered = {str(k).strip().lower(): v for k, v in raw.items()}
-            missing = [c for c in ("username", "display_name", "role") if cell(lowered, c) is None]
-            if missing:
-                issues.append(RowIssue(str(file), line, missing[0], f"missing {missing[0]}"))
+            if cell(lowered, "username") is None:
+                issues.append(RowIssue(str(file), line, "username", "missing username"))
                 continue
             if any(k in lowered for k in ("password", "password_hash")):
                 issues.append(RowIssue(str(file), line, "password", "rosters must not carry passwords"))
                 continue
-            years = cell(lowered, "years") or cell(lowered, "years_experience")
-            try:
-                profile = UserProfile(
-                    username=cell(lowered, "username"),
-                    display_name=cell(lowered, "display_name"),
-                    role=cell(lowered, "role"),
-                    email=cell(lowered, "email"),
-                    profession=cell(lowered, "profession") or "",
-                    country=cell(lowered, "country") or "",
-                    years_experience=int(float(years)) if years is not None else None,
-                    languages=cell(lowered, "languages") or "en",
-                )
-            except ValueError as exc:
-                if isinstance(exc, ValidationError):
-                    first = exc.errors()[0]
-                    field = str(first["loc"][0]) if first["loc"] else None
-                    message = first["msg"].removeprefix("Value error, ")
-                else:
-                    field, message = "years", f"years must be a whole number, got {years!r}"
-                issues.append(RowIssue(str(file), line, field, message))
+            fields = _roster_fields(lowered, str(file), line)
+            if isinstance(fields, RowIssue):
+                issues.append(fields)
                 continue
-            if profile.username in seen:
-                issues.append(
-                    RowIssue(
-                        str(file), line, "username", f"duplicate username (first at line {seen[profile.username]})"
-                    )
-                )
+            name = fields["username"]
+            if name in seen:
+                issues.append(RowIssue(str(file), line, "username", f"duplicate username (first at line {seen[name]})"))
                 continue
-            seen[profile.username] = line
-            profiles.append((line, profile))
+            seen[name] = line
+            rows.append((str(file), line, fields))
     if issues:
         raise ImportRefused(issues)
     new = updated = 0
     with _maybe_dry(dry_run) as dry, write_session(engine) as session:
+        who = _importer(session, actor, via)
+        me = session.get(Reviewer, who.id) if who.id is not None else None
         existing = {u.username: u for u in session.exec(select(Reviewer).where(Reviewer.username.in_(list(seen))))}
-        for _line, profile in profiles:
-            data = profile.model_dump()
-            user = existing.get(profile.username)
-            if user is None:
-                user = Reviewer(**data)
-                session.add(user)
-                session.flush()
-                new += 1
-                audit.record(
-                    session, actor_id=actor_id, action="user.create", entity="reviewer", entity_id=user.id, after=data
-                )
+        accounts: list[Reviewer] = []
+        for file, line, fields in rows:
+            user = existing.get(fields["username"])
+            try:
+                if user is None:
+                    if "display_name" not in fields:
+                        issues.append(RowIssue(file, line, "display_name", "missing display_name for a new account"))
+                        continue
+                    user = create_account(session, me, UserProfile(**({"role": "reviewer"} | fields)))
+                    new += 1
+                elif change_account(session, me, user, {k: v for k, v in fields.items() if k != "username"}):
+                    updated += 1
+            except ServiceError as exc:
+                current = user.role if user is not None else "reviewer"
+                field = "role" if fields.get("role", current) != current else "username"
+                if isinstance(exc, Conflict):
+                    field = "email" if "email" in str(exc) else "username"
+                issues.append(RowIssue(file, line, field, str(exc)))
                 continue
-            before = {k: getattr(user, k) for k in data}
-            if before != data:
-                for key, value in data.items():
-                    setattr(user, key, value)
-                session.add(user)
-                updated += 1
-                audit.record(
-                    session,
-                    actor_id=actor_id,
-                    action="user.update",
-                    entity="reviewer",
-                    entity_id=user.id,
-                    before=before,
-                    after=data,
-                )
-        _batch(session, "roster", path, len(profiles), new, actor)
+            accounts.append(user)
+        if issues:
+            raise ImportRefused(issues)
+        _batch(session, "roster", path, len(rows), new, who.label)
         dry.done(
             ImportSummary(
                 "roster",
                 str(path),
-                len(profiles),
+                len(rows),
                 new,
-                len(profiles) - new - updated,
+                len(rows) - new - updated,
                 updated,
-                usernames=tuple(p.username for _line, p in profiles),
+                usernames=tuple(u.username for u in accounts),
+                reviewers=tuple(u.username for u in accounts if u.role == "reviewer" and u.active),
             )
         )
     return dry.result
@@ -710,8 +754,8 @@ def import_path(
     path: str | Path,
     *,
     kind: str | None = None,
-    actor: str = "cli",
-    actor_id: int | None = None,
+    actor: Actor,
+    via: str = "cli",
     dry_run: bool = False,
 ) -> list[ImportSummary]:
     """Import a file, a folder of subset files or a bench run directory (``kind`` detected if None)."""
@@ -721,7 +765,7 @@ def import_path(
     kind = kind or detect_kind(path)
     if kind not in KINDS:
         raise InvalidInput(f"unknown import kind {kind!r}; expected one of {', '.join(KINDS)}")
-    options = {"actor": actor, "actor_id": actor_id, "dry_run": dry_run}
+    options = {"actor": actor, "via": via, "dry_run": dry_run}
     if kind == "run":
         return import_run(engine, path, **options)
     if kind == "judge":

@@ -46,6 +46,7 @@ from review_app.db.models import (
 )
 from review_app.rubrics import Rubric, ScoreSheet, get_rubric
 from review_app.services import audit
+from review_app.services.actors import LEAD_ROLES, Actor, acting_user, as_actor, require_study_lead
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, ScoresDiffer
 
 _QUEUE_ORDER = case((Assignment.status == "in_progress", 0), (Assignment.status == "assigned", 1), else_=2)
@@ -197,14 +198,22 @@ def next_assignment(
         return session.exec(query).first()
 
 
-def _own(session: Session, assignment_id: int, reviewer_id: int, *, lock: bool = False) -> Assignment:
+def _own(session: Session, assignment_id: int, reviewer: int | Actor, *, lock: bool = False) -> Assignment:
+    """The reviewer's own live assignment, after re-reading the reviewer (SPEC 2.7).
+
+    ``reviewer`` is an account id or, from a browser session, an ``Actor`` carrying the session's
+    version: a deactivated account, or a session opened before a password or role change, is
+    refused here even when a stale page still offers the button.
+    """
+    actor = as_actor(reviewer)
+    acting_user(session, actor)
     query = select(Assignment).where(Assignment.id == assignment_id)
     if lock:
         query = query.with_for_update()
     assignment = session.exec(query).first()
     if assignment is None:
         raise NotFound("this task no longer exists")
-    _check_owner(assignment, reviewer_id)
+    _check_owner(assignment, actor.id)
     return assignment
 
 
@@ -338,7 +347,12 @@ def new_client_token() -> str:
 
 
 def save_draft(
-    engine: Engine, assignment_id: int, reviewer_id: int, payload: dict[str, Any], *, seconds_on_task: float = 0.0
+    engine: Engine,
+    assignment_id: int,
+    reviewer_id: int | Actor,
+    payload: dict[str, Any],
+    *,
+    seconds_on_task: float = 0.0,
 ) -> None:
     """Store unsubmitted input so a reload or a dropped connection loses nothing."""
     with write_session(engine) as session:
@@ -399,7 +413,7 @@ def _check_change(rubric: Rubric, change: DraftChange) -> None:
 def change_draft(
     engine: Engine,
     assignment_id: int,
-    reviewer_id: int,
+    reviewer_id: int | Actor,
     change: DraftChange,
     *,
     seconds_on_task: float | None = None,
@@ -485,7 +499,7 @@ def _differences(rubric: Rubric, shown: Mapping[str, int | None], saved: Mapping
 def submit(
     engine: Engine,
     assignment_id: int,
-    reviewer_id: int,
+    reviewer_id: int | Actor,
     sheet: ScoreSheet,
     *,
     client_token: str,
@@ -560,7 +574,7 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
         annotation = Annotation(
             assignment_id=assignment.id,
             task_id=task.id,
-            reviewer_id=reviewer_id,
+            reviewer_id=assignment.reviewer_id,
             rubric=task.rubric,
             revision=latest + 1,
             flags=list(sheet.flags),
@@ -583,7 +597,7 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
             session.delete(draft)
         audit.record(
             session,
-            actor_id=reviewer_id,
+            actor_id=assignment.reviewer_id,
             action="annotation.submit" if latest == 0 else "annotation.edit",
             entity="annotation",
             entity_id=annotation.id,
@@ -593,7 +607,7 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
         return SubmitResult(annotation.id, annotation.revision, created=True)
 
 
-def skip(engine: Engine, assignment_id: int, reviewer_id: int) -> None:
+def skip(engine: Engine, assignment_id: int, reviewer_id: int | Actor) -> None:
     """Put a task at the back of the queue (it stays assigned; the draft is kept)."""
     with write_session(engine) as session:
         assignment = _own(session, assignment_id, reviewer_id)
@@ -603,7 +617,7 @@ def skip(engine: Engine, assignment_id: int, reviewer_id: int) -> None:
         session.add(assignment)
         audit.record(
             session,
-            actor_id=reviewer_id,
+            actor_id=assignment.reviewer_id,
             action="assignment.skip",
             entity="assignment",
             entity_id=assignment.id,
@@ -611,7 +625,7 @@ def skip(engine: Engine, assignment_id: int, reviewer_id: int) -> None:
         )
 
 
-def set_flag(engine: Engine, assignment_id: int, reviewer_id: int, flagged: bool, note: str = "") -> None:
+def set_flag(engine: Engine, assignment_id: int, reviewer_id: int | Actor, flagged: bool, note: str = "") -> None:
     """Flag a task for the study lead's attention, with an optional note."""
     with write_session(engine) as session:
         assignment = _own(session, assignment_id, reviewer_id)
@@ -620,7 +634,7 @@ def set_flag(engine: Engine, assignment_id: int, reviewer_id: int, flagged: bool
         session.add(assignment)
         audit.record(
             session,
-            actor_id=reviewer_id,
+            actor_id=assignment.reviewer_id,
             action="assignment.flag" if flagged else "assignment.unflag",
             entity="assignment",
             entity_id=assignment.id,
@@ -662,18 +676,20 @@ def submitted_work(engine: Engine, reviewer_id: int, *, limit: int = 200) -> lis
     return [DoneRow(r[0], r[1], r[2], r[3], r[4][:140], revisions.get(r[0], 0), r[5]) for r in rows]
 
 
-def set_task_lock(engine: Engine, task_id: int, locked: bool, *, actor_id: int) -> None:
-    """Lock (or unlock) a task: once locked, reviewers can no longer edit their annotations."""
+def set_task_lock(engine: Engine, task_id: int, locked: bool, *, actor_id: int | Actor) -> None:
+    """Lock (or unlock) a task: once locked, reviewers can no longer edit their annotations (leads of its study)."""
     with write_session(engine) as session:
+        lead = acting_user(session, actor_id, roles=LEAD_ROLES)
         task = session.get(Task, task_id)
         if task is None:
             raise NotFound(f"no task {task_id}")
+        require_study_lead(session, lead, session.get(Study, task.study_id))
         task.locked = locked
         task.locked_at = utcnow() if locked else None
         session.add(task)
         audit.record(
             session,
-            actor_id=actor_id,
+            actor_id=lead.id if lead else None,
             action="task.lock" if locked else "task.unlock",
             entity="task",
             entity_id=task.id,

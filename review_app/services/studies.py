@@ -19,10 +19,12 @@ from sqlmodel import select
 
 from bench_core.medmisbench import taxonomy
 from review_app.db.engine import read_session, write_session
-from review_app.db.models import Item, ModelResponse, Study, Task
+from review_app.db.models import Item, ModelResponse, Reviewer, Study, StudyLead, Task
 from review_app.rubrics import get_rubric
 from review_app.services import audit
-from review_app.services.errors import Conflict, InvalidInput, NotFound
+from review_app.services.actors import LEAD_ROLES, Actor, acting_user, is_study_lead, require_study_lead
+from review_app.services.actors import get_study as _get_study
+from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 
 QUOTA_DIMENSIONS = ("subset", "provenance", "content", "model", "language")
 _CANONICAL = {
@@ -112,9 +114,9 @@ def create_study(
     *,
     rubrics: list[str] | None = None,
     description: str = "",
-    actor_id: int | None = None,
+    actor: Actor,
 ) -> Study:
-    """Create a study with the given rubrics (default A and B)."""
+    """Create a study with the given rubrics (default A and B); a lead or admin who creates it leads it."""
     name = name.strip()
     if not name:
         raise InvalidInput("a study needs a name")
@@ -127,14 +129,17 @@ def create_study(
     if "judge" in keys and len(keys) > 1:
         raise InvalidInput("a judge-audit study reviews retracted-paper runs only; create it separately from A/B")
     with write_session(engine) as session:
+        me = acting_user(session, actor, roles=LEAD_ROLES)
         if session.exec(select(Study).where(Study.name == name)).first() is not None:
             raise Conflict(f"a study named {name!r} already exists")
         study = Study(name=name, rubrics=",".join(dict.fromkeys(keys)), description=description)
         session.add(study)
         session.flush()
+        if me is not None:
+            session.add(StudyLead(study_id=study.id, reviewer_id=me.id))
         audit.record(
             session,
-            actor_id=actor_id,
+            actor_id=me.id if me else None,
             action="study.create",
             entity="study",
             entity_id=study.id,
@@ -146,10 +151,62 @@ def create_study(
 
 def get_study(engine: Engine, name: str) -> Study:
     with read_session(engine) as session:
-        study = session.exec(select(Study).where(Study.name == name)).first()
-        if study is None:
-            raise NotFound(f"no study named {name!r}")
-        return study
+        return _get_study(session, name)
+
+
+def study_leads(engine: Engine, name: str) -> list[str]:
+    """Usernames of the study's leads (admins lead every study without being listed)."""
+    with read_session(engine) as session:
+        study = _get_study(session, name)
+        return list(
+            session.exec(
+                select(Reviewer.username)
+                .join(StudyLead, StudyLead.reviewer_id == Reviewer.id)
+                .where(StudyLead.study_id == study.id)
+                .order_by(Reviewer.username)
+            )
+        )
+
+
+def leads(engine: Engine, actor: Actor, name: str) -> bool:
+    """Whether ``actor`` may change the study (its pool, assignment, enrolment, leads): for the pages' hints."""
+    with read_session(engine) as session:
+        return is_study_lead(session, acting_user(session, actor), _get_study(session, name).id)
+
+
+def set_study_lead(engine: Engine, name: str, username: str, *, actor: Actor, lead: bool = True) -> None:
+    """Make an active lead or admin account a lead of the study (or, with ``lead=False``, no longer one).
+
+    Allowed to admins and to the study's own leads; the account keeps its role either way.
+    """
+    with write_session(engine) as session:
+        me = acting_user(session, actor, roles=LEAD_ROLES)
+        study = _get_study(session, name)
+        require_study_lead(session, me, study)
+        user = session.exec(select(Reviewer).where(Reviewer.username == username.strip().lower())).first()
+        if user is None:
+            raise NotFound(f"no user named {username!r}")
+        row = session.get(StudyLead, (study.id, user.id))
+        if lead:
+            if user.role not in LEAD_ROLES or not user.active:
+                raise PermissionDenied(
+                    f"{user.username} is not an active lead or admin; an admin can change their role"
+                )
+            if row is not None:
+                return
+            session.add(StudyLead(study_id=study.id, reviewer_id=user.id))
+        else:
+            if row is None:
+                return
+            session.delete(row)
+        audit.record(
+            session,
+            actor_id=me.id if me else None,
+            action="study.lead_add" if lead else "study.lead_remove",
+            entity="reviewer",
+            entity_id=user.id,
+            study_id=study.id,
+        )
 
 
 def list_studies(engine: Engine) -> list[Study]:
@@ -235,7 +292,7 @@ def draw_pool(
     condition: str | None = "type1",
     languages: set[str] | None = None,
     add: bool = False,
-    actor_id: int | None = None,
+    actor: Actor,
 ) -> PoolResult:
     """Draw ``size`` review units into the study and create their tasks (one per rubric).
 
@@ -249,9 +306,9 @@ def draw_pool(
     if len(set(dims)) != len(dims):
         raise InvalidInput("give at most one quota per margin")
     with write_session(engine) as session:
-        study = session.exec(select(Study).where(Study.name == study_name)).first()
-        if study is None:
-            raise NotFound(f"no study named {study_name!r}")
+        me = acting_user(session, actor, roles=LEAD_ROLES)
+        study = _get_study(session, study_name)
+        require_study_lead(session, me, study)
         existing = session.exec(select(func.count()).select_from(Task).where(Task.study_id == study.id)).one()
         if existing and not add:
             raise Conflict(f"study {study_name!r} already has {existing} tasks; pass --add to draw more units")
@@ -300,7 +357,7 @@ def draw_pool(
         session.add(study)
         audit.record(
             session,
-            actor_id=actor_id,
+            actor_id=me.id if me else None,
             action="study.pool",
             entity="study",
             entity_id=study.id,

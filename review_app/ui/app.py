@@ -1,8 +1,11 @@
 """Entry point of the review app: sign-in, then pages built for the signed-in user's role.
 
-Run with ``medrev app`` (or ``streamlit run review_app/ui/app.py``). Reviewers see their queue
-and the review page; leads and admins also see the study pages. Pages not built for a role are
-not registered at all, and every page checks the role again itself.
+Run with ``medrev app`` (which serves this script with the session-cookie routes, see
+``medrev_asgi.py``). Every run first re-reads the signed-in account from its session token
+(``session.refresh_user``), so a deactivation, a new password or a new role ends the session at
+the next action. Reviewers see their queue and the review page; leads and admins also see the
+study pages. Pages not built for a role are not registered at all, and every page checks the role
+again itself.
 """
 
 from pathlib import Path
@@ -12,7 +15,7 @@ import streamlit as st
 from review_app.services import accounts
 from review_app.ui.components.database import database_faults_shown, require_database
 from review_app.ui.components.text import plain
-from review_app.ui.session import current_user, engine, oidc_configured, sign_in_as, sign_out
+from review_app.ui.session import current_user, engine, oidc_configured, refresh_user, sign_in_as, sign_out
 
 EVERYONE = ("reviewer", "lead", "admin")
 LEADS = ("lead", "admin")
@@ -40,7 +43,7 @@ st.html(
 )
 require_database()  # a database fault is one sentence here, never a traceback
 
-user = current_user()
+user = refresh_user()
 if user is None and oidc_configured() and getattr(st.user, "is_logged_in", False):
     account = accounts.get_user_by_email(engine(), st.user.get("email") or "")
     if account is None:
@@ -50,7 +53,7 @@ if user is None and oidc_configured() and getattr(st.user, "is_logged_in", False
         )
         st.button("Sign out", on_click=st.logout)
         st.stop()
-    sign_in_as(account)
+    sign_in_as(account, via="oidc")  # the browser comes back with the session cookie
     user = current_user()
 
 if user is None:

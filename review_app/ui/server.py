@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-APP_SCRIPT = Path(__file__).with_name("app.py")
+APP_SCRIPT = Path(__file__).with_name("medrev_asgi.py")  # app.py plus the session-cookie routes
 
 DEFAULTS: dict[str, str] = {
     "STREAMLIT_SERVER_HEADLESS": "true",

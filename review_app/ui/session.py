@@ -1,28 +1,48 @@
-"""Who is signed in, and the guards every page calls before showing anything.
+"""Who is signed in, re-read at every script run, and the guards every page calls before showing anything.
 
-The signed-in reviewer lives in ``st.session_state`` (per browser session, server-side). Every
-page calls ``require_role`` itself, so a page is refused even if someone reaches it by URL or by
-``st.switch_page``, not only hidden from the navigation.
+A sign-in is a server-side session (``services.sessions``) named by a signed token. The token
+lives in an HttpOnly, SameSite=Strict cookie set by the ``/_medrev/session`` route (so a reload or a
+second tab stays signed in) and, for the browser session that signed in, in ``st.session_state``.
+:func:`refresh_user` runs at the top of every script run (``app.py``) and resolves the token
+again: a revoked or expired session, a deactivated account, or a password or role change since the
+sign-in ends the session with a message. Widget callbacks run before the script body, so the
+services check the acting user themselves too: the pages pass :class:`CurrentUser` (an ``Actor``
+that carries the session's version) and a stale session's action is refused there.
+
+Every page calls ``require_role`` itself, so a page is refused even if someone reaches it by URL
+or by ``st.switch_page``, not only hidden from the navigation.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
+from urllib.parse import urlencode, urlparse
 
 import streamlit as st
 
 from review_app.db.connect import get_engine
+from review_app.db.errors import DatabaseReadOnly
+from review_app.services import accounts, sessions
+from review_app.services.actors import Actor
+from review_app.services.errors import NotFound
 from review_app.ui.components.text import plain
 
 _USER_KEY = "medrev_user"
+_TOKEN_KEY = "medrev_token"
+_ENDED_KEY = "medrev_ended_tokens"  # tokens this browser session knows are dead (its cookie may still name one)
+_NOTICE_KEY = "medrev_notice"
+_READ_ONLY_KEY = "medrev_read_only_sign_in"  # signed in on a read-only database: no session row, no cookie
+ROUTE_PREFIX = "/_medrev"
 
 
 @dataclass(frozen=True)
-class CurrentUser:
-    id: int
-    username: str
-    display_name: str
-    role: str
+class CurrentUser(Actor):
+    """The signed-in account as read at the start of this script run; pass it to services as the actor."""
+
+    username: str = ""
+    display_name: str = ""
+    role: str = "reviewer"
 
     @property
     def is_lead(self) -> bool:
@@ -35,18 +55,131 @@ def engine():
 
 
 def current_user() -> CurrentUser | None:
+    """The user :func:`refresh_user` found for this run (pages call ``require_role`` instead)."""
     return st.session_state.get(_USER_KEY)
 
 
-def sign_in_as(user) -> None:
-    st.session_state[_USER_KEY] = CurrentUser(user.id, user.username, user.display_name, user.role)
+def refresh_user() -> CurrentUser | None:
+    """Resolve this browser's session token again and return its account, or None when signed out.
+
+    A token that stopped working (revoked, expired, account deactivated or changed) signs the
+    browser session out and leaves a notice for the sign-in page.
+    """
+    token = st.session_state.get(_TOKEN_KEY)
+    if token is None:
+        cookie = _cookie()
+        if cookie and cookie not in st.session_state.get(_ENDED_KEY, ()):
+            token = cookie
+    if token is None and st.session_state.get(_READ_ONLY_KEY):
+        return _refresh_read_only()
+    if token is None:
+        st.session_state.pop(_USER_KEY, None)
+        return None
+    found = sessions.resolve(engine(), token)
+    if not isinstance(found, sessions.SessionUser):
+        _forget(token, found.reason if isinstance(found, sessions.Ended) else None)
+        return None
+    user = CurrentUser(
+        id=found.id,
+        session_version=found.session_version,
+        username=found.username,
+        display_name=found.display_name,
+        role=found.role,
+    )
+    st.session_state[_TOKEN_KEY] = token
+    st.session_state[_USER_KEY] = user
+    return user
+
+
+def _refresh_read_only() -> CurrentUser | None:
+    """Re-read an account signed in on a read-only database (held in this browser session only).
+
+    Such a database cannot store a session, so a reload signs out; the account is still re-read
+    at every run, so a change made elsewhere (the file made writable again) ends the session.
+    """
+    held: CurrentUser | None = st.session_state.get(_USER_KEY)
+    try:
+        account = accounts.get_user_by_id(engine(), held.id) if held is not None else None
+    except NotFound:  # the account is gone: sign out below
+        account = None
+    if account is None or not account.active or account.session_version != held.session_version:
+        _forget(None, "Your account changed or was deactivated: please sign in again.")
+        return None
+    user = _current(account)
+    st.session_state[_USER_KEY] = user
+    return user
+
+
+def _current(account) -> CurrentUser:
+    return CurrentUser(
+        id=account.id,
+        session_version=account.session_version,
+        username=account.username,
+        display_name=account.display_name,
+        role=account.role,
+    )
+
+
+def _cookie() -> str | None:
+    """The session cookie this connection was opened with (the browser sends it with the websocket)."""
+    value = st.context.cookies.get(sessions.COOKIE_NAME)
+    return value if isinstance(value, str) and value else None  # AppTest's context hands out mocks
+
+
+def _forget(token: str | None, notice: str | None) -> None:
+    """Drop everything this browser session held for the signed-in user; remember the dead token."""
+    ended = set(st.session_state.get(_ENDED_KEY, ()))
+    if token:
+        ended.add(token)
+    cookie = _cookie()
+    if cookie:
+        ended.add(cookie)  # the cookie this connection started with is dead too, until the browser reloads
+    for key in list(st.session_state.keys()):
+        del st.session_state[key]
+    st.session_state[_ENDED_KEY] = ended
+    if notice:
+        st.session_state[_NOTICE_KEY] = notice
+
+
+def pop_notice() -> str | None:
+    """Why the last session ended (for the sign-in page), once."""
+    return st.session_state.pop(_NOTICE_KEY, None)
+
+
+def sign_in_as(user, *, via: str = "password") -> str:
+    """Start a session for an account that has just proved who it is; signs this browser session in.
+
+    The browser is then sent to ``/_medrev/session``, which sets the session cookie and brings it
+    back to the page it was on; the address is returned (for a fallback link).
+    """
+    try:
+        token, nonce = sessions.start(engine(), user.id, via=via, client=client_address() or "")
+    except DatabaseReadOnly:
+        # Reading still works on a read-only database: sign in for this browser session only.
+        st.session_state[_READ_ONLY_KEY] = True
+        st.session_state[_USER_KEY] = _current(user)
+        return ""
+    st.session_state[_TOKEN_KEY] = token
+    st.session_state[_USER_KEY] = _current(user)
+    url = route_url("session", nonce=nonce, next=current_location())
+    navigate(url)
+    return url
 
 
 def sign_out() -> None:
-    for key in list(st.session_state.keys()):
-        del st.session_state[key]
+    """Revoke the session server-side, forget it here, and have the browser drop its cookie.
+
+    After an identity-provider sign-in the cookie route then hands over to Streamlit's own
+    ``/auth/logout`` (which ends the ``st.user`` identity and, when offered, the provider's session).
+    """
+    token = st.session_state.get(_TOKEN_KEY) or _cookie()
+    if token:
+        sessions.revoke(engine(), token)
+    _forget(token, None)
     if _oidc_configured() and getattr(st.user, "is_logged_in", False):
-        st.logout()
+        navigate(route_url("signout", next=f"{_base_path()}/auth/logout"))
+    else:
+        navigate(route_url("signout"))
 
 
 def _oidc_configured() -> bool:
@@ -70,6 +203,69 @@ def require_role(*roles: str) -> CurrentUser:
         st.error("This page is for study leads. You do not have access to it.")
         st.stop()
     return user
+
+
+# ---------------------------------------------------------------- the browser side
+
+
+def _base_path() -> str:
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    return f"/{base}" if base else ""
+
+
+def route_url(name: str, **params: str) -> str:
+    """The address of one of the app's own HTTP routes (``review_app.ui.routes``)."""
+    query = f"?{urlencode(params)}" if params else ""
+    return f"{_base_path()}{ROUTE_PREFIX}/{name}{query}"
+
+
+def current_location() -> str:
+    """This page's path and query string, to come back to after the cookie is set."""
+    url = st.context.url
+    path = urlparse(url if isinstance(url, str) else "").path or "/"
+    query = st.query_params.to_dict()
+    return path + (f"?{urlencode(query)}" if query else "")
+
+
+def navigate(url: str) -> None:
+    """Send the browser to ``url`` (a full page load).
+
+    Streamlit has no public command for this; ``st.login`` and ``st.logout`` use the same
+    ``auth_redirect`` message, which the frontend answers with ``window.location.href = url``.
+    """
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return
+    message = ForwardMsg()
+    message.auth_redirect.url = url
+    ctx.enqueue(message)
+
+
+def client_address() -> str | None:
+    """The client's network address, for per-address sign-in limits.
+
+    Streamlit reports the websocket peer (None for loopback). Behind a reverse proxy on this host
+    or a private network the peer is the proxy, so the address the proxy appended last to
+    ``X-Forwarded-For`` is used instead; a client cannot forge that entry, only the ones before it.
+    """
+    peer = st.context.ip_address
+    peer = peer if isinstance(peer, str) else None
+    header = st.context.headers.get("X-Forwarded-For")
+    forwarded = [part.strip() for part in (header if isinstance(header, str) else "").split(",") if part.strip()]
+    trusted_peer = peer is None or _is_private(peer)
+    if forwarded and trusted_peer:
+        return forwarded[-1]
+    return peer or "local"
+
+
+def _is_private(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_private
+    except ValueError:
+        return False
 
 
 def flash(message: str, kind: str = "success") -> None:

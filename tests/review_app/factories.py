@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 
 from bench_core.medmisbench import taxonomy
 from review_app.services import accounts, importing
+from review_app.services.actors import SYSTEM
 
 SUBSETS = ("MEDMISQA", "MEDMISMCQA", "MEDMISXPERTQA", "MEDMISHLE", "MEDMISJOURNEY")
 CONTENTS = [c.display_name for c in taxonomy.CONTENT_TYPES]
@@ -57,7 +58,9 @@ def write_jsonl(path: Path, rows: list[dict | str]) -> Path:
 
 def seed_items(engine: Engine, tmp_path: Path, n: int, **kwargs) -> list[dict]:
     rows = item_rows(n, **kwargs)
-    importing.import_items(engine, write_jsonl(tmp_path / f"items_{n}_{kwargs.get('start', 0)}.jsonl", rows))
+    importing.import_items(
+        engine, write_jsonl(tmp_path / f"items_{n}_{kwargs.get('start', 0)}.jsonl", rows), actor=SYSTEM
+    )
     return rows
 
 
@@ -83,7 +86,7 @@ def response_rows(items: list[dict], *, models=MODELS, condition: str = "type1")
 
 def seed_responses(engine: Engine, tmp_path: Path, items: list[dict], **kwargs) -> list[dict]:
     rows = response_rows(items, **kwargs)
-    importing.import_responses(engine, write_jsonl(tmp_path / f"responses_{len(rows)}.jsonl", rows))
+    importing.import_responses(engine, write_jsonl(tmp_path / f"responses_{len(rows)}.jsonl", rows), actor=SYSTEM)
     return rows
 
 
@@ -96,7 +99,7 @@ def add_users(engine: Engine, n: int, *, zh_readers: int = 0, prefix: str = "rev
             role=role,
             languages="en,zh" if i < zh_readers else "en",
         )
-        users.append(accounts.create_user(engine, profile))
+        users.append(accounts.create_user(engine, profile, actor=SYSTEM))
     return users
 
 
@@ -117,9 +120,9 @@ def dual_rated_study(
     seed_responses(engine, tmp_path, items, models=models)
     users = add_users(engine, reviewers)
     (lead,) = add_users(engine, 1, prefix="lead", role="lead")
-    studies.create_study(engine, name, rubrics=list(rubrics))
-    studies.draw_pool(engine, name, units, seed=1)
-    assignment.assign(engine, name, raters=2, dual_share=1.0)
+    studies.create_study(engine, name, rubrics=list(rubrics), actor=SYSTEM)
+    studies.draw_pool(engine, name, units, seed=1, actor=SYSTEM)
+    assignment.assign(engine, name, raters=2, dual_share=1.0, actor=SYSTEM)
     return users, lead
 
 

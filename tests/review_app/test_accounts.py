@@ -2,6 +2,7 @@ import pytest
 from sqlalchemy import text
 
 from review_app.services import accounts
+from review_app.services.actors import SYSTEM
 from review_app.services.errors import AccountLocked, Conflict, InvalidInput
 
 PASSWORD = "correct horse battery"
@@ -12,7 +13,7 @@ def _profile(**kw):
 
 
 def test_create_and_authenticate(engine):
-    user = accounts.create_user(engine, _profile(languages="en; ZH"), password=PASSWORD)
+    user = accounts.create_user(engine, _profile(languages="en; ZH"), password=PASSWORD, actor=SYSTEM)
     assert user.username == "dr.ana" and user.languages == "en,zh"
     assert accounts.authenticate(engine, "DR.ANA", PASSWORD).id == user.id
     assert accounts.authenticate(engine, "dr.ana", "wrong password") is None
@@ -20,8 +21,8 @@ def test_create_and_authenticate(engine):
 
 
 def test_password_is_never_stored_or_logged_in_plaintext(engine):
-    accounts.create_user(engine, _profile(), password=PASSWORD)
-    accounts.set_password(engine, "dr.ana", PASSWORD + "!")
+    accounts.create_user(engine, _profile(), password=PASSWORD, actor=SYSTEM)
+    accounts.set_password(engine, "dr.ana", PASSWORD + "!", actor=SYSTEM)
     with engine.connect() as connection:
         dump = " ".join(
             str(row)
@@ -34,20 +35,20 @@ def test_password_is_never_stored_or_logged_in_plaintext(engine):
 
 def test_lockout_after_repeated_failures(engine, monkeypatch):
     monkeypatch.setenv("MEDREV_LOCKOUT_ATTEMPTS", "3")
-    accounts.create_user(engine, _profile(), password=PASSWORD)
+    accounts.create_user(engine, _profile(), password=PASSWORD, actor=SYSTEM)
     assert accounts.authenticate(engine, "dr.ana", "nope-nope-1") is None
     assert accounts.authenticate(engine, "dr.ana", "nope-nope-2") is None
     with pytest.raises(AccountLocked, match="locked"):
         accounts.authenticate(engine, "dr.ana", "nope-nope-3")
     with pytest.raises(AccountLocked):
         accounts.authenticate(engine, "dr.ana", PASSWORD)  # even the right password during the lock
-    accounts.set_password(engine, "dr.ana", PASSWORD)  # a lead resets it
+    accounts.set_password(engine, "dr.ana", PASSWORD, actor=SYSTEM)  # a lead resets it
     assert accounts.authenticate(engine, "dr.ana", PASSWORD) is not None
 
 
 def test_deactivated_user_cannot_sign_in(engine):
-    accounts.create_user(engine, _profile(), password=PASSWORD)
-    accounts.set_active(engine, "dr.ana", False)
+    accounts.create_user(engine, _profile(), password=PASSWORD, actor=SYSTEM)
+    accounts.set_active(engine, "dr.ana", False, actor=SYSTEM)
     assert accounts.authenticate(engine, "dr.ana", PASSWORD) is None
 
 
@@ -66,11 +67,13 @@ def test_invalid_profiles(kwargs, message):
 
 
 def test_duplicates_and_short_passwords(engine):
-    accounts.create_user(engine, _profile(email="ana@example.org"), password=PASSWORD)
+    accounts.create_user(engine, _profile(email="ana@example.org"), password=PASSWORD, actor=SYSTEM)
     with pytest.raises(Conflict, match="taken"):
-        accounts.create_user(engine, _profile(), password=PASSWORD)
+        accounts.create_user(engine, _profile(), password=PASSWORD, actor=SYSTEM)
     with pytest.raises(Conflict, match="email"):
-        accounts.create_user(engine, _profile(username="other", email="ANA@example.org"), password=PASSWORD)
+        accounts.create_user(
+            engine, _profile(username="other", email="ANA@example.org"), password=PASSWORD, actor=SYSTEM
+        )
     with pytest.raises(InvalidInput, match="at least"):
-        accounts.create_user(engine, _profile(username="short"), password="abc")
+        accounts.create_user(engine, _profile(username="short"), password="abc", actor=SYSTEM)
     assert accounts.get_user_by_email(engine, "Ana@Example.org").username == "dr.ana"

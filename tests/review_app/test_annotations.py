@@ -10,6 +10,7 @@ from review_app.db.engine import write_session
 from review_app.db.models import Assignment
 from review_app.rubrics import RUBRIC_A, RUBRIC_B
 from review_app.services import assignment
+from review_app.services.actors import SYSTEM
 from review_app.services.annotations import annotations_frame, frame_columns, rater_names
 from review_app.services.errors import InvalidInput, NotFound
 
@@ -90,8 +91,8 @@ def test_pseudonyms_are_stable_and_names_never_appear(study, tmp_path):
     assert mapping == {names[u.id]: u.username for u in users if names[u.id] in mapping}
     # A reviewer who joins later gets the next number; nobody else's pseudonym moves.
     (late,) = add_users(engine, 1, prefix="aaa")
-    assignment.enrol(engine, "s", [u.username for u in users] + [late.username])
-    assignment.reassign(engine, "s", users[0].username)
+    assignment.enrol(engine, "s", [u.username for u in users] + [late.username], actor=SYSTEM)
+    assignment.reassign(engine, "s", users[0].username, actor=SYSTEM)
     after = rater_names(engine, "s")
     assert {k: v for k, v in after.items() if k in names} == names
     assert after[late.id] == "R04"

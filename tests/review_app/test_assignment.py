@@ -9,6 +9,7 @@ from review_app.db.engine import read_session
 from review_app.db.models import Assignment, Item, Reviewer, Task
 from review_app.rubrics import RUBRIC_A, ScoreSheet
 from review_app.services import assignment, reviewing, studies
+from review_app.services.actors import SYSTEM
 from review_app.services.errors import InvalidInput
 
 from .factories import add_users, seed_items, seed_responses
@@ -31,13 +32,13 @@ def study(engine, tmp_path):
     items = seed_items(engine, tmp_path, 89)  # 1 in 5 is Chinese (MEDMISJOURNEY)
     seed_responses(engine, tmp_path, items)
     add_users(engine, 14, zh_readers=4)
-    studies.create_study(engine, "panel", rubrics=["A", "B"])
-    studies.draw_pool(engine, "panel", 89, seed=5)
+    studies.create_study(engine, "panel", rubrics=["A", "B"], actor=SYSTEM)
+    studies.draw_pool(engine, "panel", 89, seed=5, actor=SYSTEM)
     return engine
 
 
 def test_dual_share_k_raters_balance_language_and_no_repeats(study):
-    result = assignment.assign(study, "panel", raters=2, dual_share=64 / 89, seed=1)
+    result = assignment.assign(study, "panel", raters=2, dual_share=64 / 89, seed=1, actor=SYSTEM)
     assert result.dual_units == 64 and result.unfilled == []
     rows = [r for r in _live(study, "panel") if r[0].status != "withdrawn"]
     per_task = defaultdict(list)
@@ -71,23 +72,23 @@ def test_chinese_items_without_chinese_readers_are_reported(engine, tmp_path):
     items = seed_items(engine, tmp_path, 10)
     seed_responses(engine, tmp_path, items)
     add_users(engine, 3, zh_readers=0)
-    studies.create_study(engine, "s", rubrics=["B"])
-    studies.draw_pool(engine, "s", 10)
-    result = assignment.assign(engine, "s", raters=2)
+    studies.create_study(engine, "s", rubrics=["B"], actor=SYSTEM)
+    studies.draw_pool(engine, "s", 10, actor=SYSTEM)
+    result = assignment.assign(engine, "s", raters=2, actor=SYSTEM)
     assert len(result.unfilled) == 4  # two units in Chinese, two slots each
     assert all("reads zh" in reason for reason in result.unfilled)
 
 
 def test_reassignment_keeps_submitted_work(study):
-    assignment.assign(study, "panel", raters=2, dual_share=1.0, seed=2)
+    assignment.assign(study, "panel", raters=2, dual_share=1.0, seed=2, actor=SYSTEM)
     leaving = "rev05"
     mine = [r for r in _live(study, "panel") if r[3].username == leaving]
     first = next(a for a, task, _i, _r in mine if task.rubric == "A")
     sheet = ScoreSheet(rubric="A", scores=dict.fromkeys(RUBRIC_A.dimension_keys, 2))
     reviewing.submit(study, first.id, first.reviewer_id, sheet, client_token="t1", base_revision=0)
-    result = assignment.assign(study, "panel")  # re-running fills nothing new
+    result = assignment.assign(study, "panel", actor=SYSTEM)  # re-running fills nothing new
     assert result.created == 0
-    moved = assignment.reassign(study, "panel", leaving, seed=3)
+    moved = assignment.reassign(study, "panel", leaving, seed=3, actor=SYSTEM)
     assert moved.kept_submitted == 1 and moved.withdrawn == len(mine) - 1 and moved.unfilled == []
     assert moved.created == moved.withdrawn
     rows = _live(study, "panel")
@@ -101,7 +102,7 @@ def test_reassignment_keeps_submitted_work(study):
     for reviewer_ids in live.values():
         assert len(reviewer_ids) == 2 and len(set(reviewer_ids)) == 2
     # the leaver never comes back, even when assignment runs again
-    assignment.assign(study, "panel")
+    assignment.assign(study, "panel", actor=SYSTEM)
     with read_session(study) as session:
         left = session.exec(select(Reviewer).where(Reviewer.username == leaving)).one()
         again = session.exec(
@@ -111,6 +112,6 @@ def test_reassignment_keeps_submitted_work(study):
 
 
 def test_assign_needs_pool_and_reviewers(engine):
-    studies.create_study(engine, "empty")
+    studies.create_study(engine, "empty", actor=SYSTEM)
     with pytest.raises(InvalidInput, match="draw a pool first"):
-        assignment.assign(engine, "empty")
+        assignment.assign(engine, "empty", actor=SYSTEM)

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from sqlmodel import select
 from typer.testing import CliRunner
 
 from review_app.cli import app
@@ -94,3 +95,42 @@ def test_bad_input_gives_a_clear_message_and_exit_code_2(cli_db, tmp_path):
     assert out.exit_code == 2 and "unknown role" in out.output
     out = medrev("review", "pool", "--study", "nope", "--size", "3")
     assert out.exit_code == 2 and "no study named 'nope'" in out.output
+
+
+def test_roster_import_with_study_enrols_only_reviewers(cli_db, tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text(
+        "username,display_name,role\nr1,Dr One,reviewer\nr2,Dr Two,reviewer\nl1,Lead One,lead\nadm,Admin,admin\n"
+    )
+    out = medrev("review", "import", roster, "--study", "pilot")
+    assert out.exit_code == 0 and "enrolled 2 reviewer(s)" in out.output, out.output
+    from review_app.db.connect import get_engine
+    from review_app.db.engine import read_session
+    from review_app.db.models import Enrollment, Reviewer
+
+    with read_session(get_engine()) as session:
+        enrolled = session.exec(
+            select(Reviewer.username)
+            .join(Enrollment, Enrollment.reviewer_id == Reviewer.id)
+            .order_by(Reviewer.username)
+        ).all()
+    assert enrolled == ["r1", "r2"]
+
+
+def test_the_operator_acts_with_every_right_and_as_runs_under_an_accounts_rules(cli_db):
+    assert medrev("review", "user", "add", "l1", "--role", "lead", "--no-password").exit_code == 0
+    assert medrev("review", "user", "add", "boss", "--role", "admin", "--no-password").exit_code == 0
+    out = medrev("review", "--as", "l1", "user", "add", "boss2", "--role", "admin", "--no-password")
+    assert out.exit_code == 2 and "above your own" in out.output and "Traceback" not in out.output
+    out = medrev("review", "--as", "l1", "user", "passwd", "boss", "--password-stdin", input="a long new password\n")
+    assert out.exit_code == 2 and "only an admin" in out.output
+    out = medrev("review", "--as", "l1", "user", "add", "rx", "--role", "reviewer", "--no-password")
+    assert out.exit_code == 0, out.output
+    out = medrev("review", "--as", "l1", "study", "create", "mine", "--rubrics", "A")
+    assert out.exit_code == 0, out.output
+    assert "leads of 'mine': l1" in medrev("review", "--as", "l1", "study", "lead", "mine", "l1").output
+    out = medrev("review", "--as", "nobody", "study", "list")
+    assert out.exit_code == 2 and "no user named 'nobody'" in out.output
+    assert medrev("review", "user", "role", "l1", "--role", "reviewer").exit_code == 0
+    out = medrev("review", "--as", "l1", "study", "create", "again")
+    assert out.exit_code == 2 and "needs a lead or admin" in out.output

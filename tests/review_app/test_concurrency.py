@@ -11,6 +11,7 @@ from review_app.db.engine import read_session
 from review_app.db.models import Annotation, AnnotationScore, Assignment
 from review_app.rubrics import RUBRIC_A, ScoreSheet
 from review_app.services import assignment, reviewing, studies
+from review_app.services.actors import SYSTEM
 from review_app.services.errors import Conflict
 
 from .factories import add_users, seed_items
@@ -24,9 +25,9 @@ SHEET = ScoreSheet(rubric="A", scores=dict.fromkeys(RUBRIC_A.dimension_keys, 1))
 def big_study(engine, tmp_path):
     seed_items(engine, tmp_path, THREADS * PER_THREAD, subsets=("MEDMISQA",))
     add_users(engine, THREADS)
-    studies.create_study(engine, "load", rubrics=["A"])
-    studies.draw_pool(engine, "load", THREADS * PER_THREAD, seed=1)
-    assignment.assign(engine, "load", raters=1, dual_share=0.0)
+    studies.create_study(engine, "load", rubrics=["A"], actor=SYSTEM)
+    studies.draw_pool(engine, "load", THREADS * PER_THREAD, seed=1, actor=SYSTEM)
+    assignment.assign(engine, "load", raters=1, dual_share=0.0, actor=SYSTEM)
     with read_session(engine) as session:
         rows = session.exec(select(Assignment.id, Assignment.reviewer_id)).all()
     return engine, rows

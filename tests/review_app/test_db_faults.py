@@ -24,6 +24,7 @@ from review_app.db.engine import read_only_reason, read_session, write_session
 from review_app.db.errors import DatabaseReadOnly, DatabaseUnavailable
 from review_app.db.models import Reviewer, Study
 from review_app.services import accounts, studies
+from review_app.services.actors import SYSTEM
 
 from .conftest import _pg, _pg_url
 from .db_faults import FAULTS, PASSWORD, made, read_only_file
@@ -109,9 +110,12 @@ def _seeded(tmp_path):
     path = tmp_path / "review.db"
     engine = open_database(f"sqlite:///{path}")
     accounts.create_user(
-        engine, accounts.UserProfile(username="lead1", display_name="Lead", role="lead"), password="lead-password-1"
+        engine,
+        accounts.UserProfile(username="lead1", display_name="Lead", role="lead"),
+        password="lead-password-1",
+        actor=SYSTEM,
     )
-    studies.create_study(engine, "pilot", rubrics=["A"])
+    studies.create_study(engine, "pilot", rubrics=["A"], actor=SYSTEM)
     with engine.connect() as connection:
         connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     engine.dispose()
@@ -139,7 +143,7 @@ def test_read_only_sqlite_reads_and_refuses_saves_with_the_reason(how, tmp_path)
         assert accounts.authenticate(engine, "lead1", "wrong password") is None
         assert [s.name for s in studies.list_studies(engine)] == ["pilot"]
         with pytest.raises(DatabaseReadOnly) as refused:
-            studies.create_study(engine, "second", rubrics=["A"])
+            studies.create_study(engine, "second", rubrics=["A"], actor=SYSTEM)
         assert str(refused.value) == (
             f"Saving is not possible: the database file {path} is read-only ({reason}). "
             "Ask your administrator to make it writable; reading still works."
@@ -196,7 +200,7 @@ def test_a_database_lost_while_running_is_the_same_kind_of_sentence(pg_template)
         with pytest.raises(DatabaseUnavailable, match=rf"^The database {name} does not exist on the PostgreSQL"):
             studies.list_studies(engine)
         with pytest.raises(DatabaseUnavailable, match=rf"^The database {name} does not exist"):
-            studies.create_study(engine, "after", rubrics=["A"])
+            studies.create_study(engine, "after", rubrics=["A"], actor=SYSTEM)
     finally:
         dispose_engines()
         _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

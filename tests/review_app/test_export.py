@@ -16,6 +16,7 @@ from review_app.cli import app
 from review_app.db.connect import dispose_engines, get_engine
 from review_app.rubrics import RUBRIC_A, RUBRIC_B
 from review_app.services import accounts, adjudication, assignment, export, export_latex, export_tables, studies
+from review_app.services.actors import SYSTEM
 from review_app.services.annotations import annotations_frame
 from review_app.services.errors import InvalidInput
 from review_app.services.study_analysis import analyse
@@ -37,7 +38,7 @@ RISKY_COMMENTS = ['=HYPERLINK("http://x.example","click")', "+cmd|' /C calc'!A0"
 def _user(engine, person, role="reviewer"):
     username, display, email = person
     profile = accounts.UserProfile(username=username, display_name=display, email=email, role=role)
-    return accounts.create_user(engine, profile)
+    return accounts.create_user(engine, profile, actor=SYSTEM)
 
 
 def build_study(engine, tmp_path, *, name="pub", units=24, rubrics=("A", "B")):
@@ -47,9 +48,9 @@ def build_study(engine, tmp_path, *, name="pub", units=24, rubrics=("A", "B")):
     for person in PEOPLE:
         _user(engine, person)
     lead = _user(engine, LEAD, role="lead")
-    studies.create_study(engine, name, rubrics=list(rubrics))
-    studies.draw_pool(engine, name, units, seed=2)
-    assignment.assign(engine, name, raters=2, dual_share=1.0, seed=2)
+    studies.create_study(engine, name, rubrics=list(rubrics), actor=SYSTEM)
+    studies.draw_pool(engine, name, units, seed=2, actor=SYSTEM)
+    assignment.assign(engine, name, raters=2, dual_share=1.0, seed=2, actor=SYSTEM)
     rng = random.Random(7)
     comments = iter(RISKY_COMMENTS)
     for key in rubrics:
@@ -297,8 +298,8 @@ def test_a_failed_export_leaves_no_folder_and_existing_folders_are_refused(engin
 def test_a_study_without_annotations_exports_empty_documented_tables(engine, tmp_path):
     items = seed_items(engine, tmp_path, 3, subsets=("MEDMISQA",))
     seed_responses(engine, tmp_path, items)
-    studies.create_study(engine, "empty", rubrics=["A", "B"])
-    studies.draw_pool(engine, "empty", 3, seed=1)
+    studies.create_study(engine, "empty", rubrics=["A", "B"], actor=SYSTEM)
+    studies.draw_pool(engine, "empty", 3, seed=1, actor=SYSTEM)
     result = export.export_study(engine, "empty", tmp_path / "out", formats="csv,parquet")
     labels = pd.read_csv(result.out_dir / "adjudicated_labels_A.csv")
     assert len(labels) == 3 and set(labels["status"]) == {"unrated"}

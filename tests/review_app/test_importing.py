@@ -8,7 +8,9 @@ from sqlmodel import select
 
 from review_app.db.engine import read_session
 from review_app.db.models import ImportBatch, Item, ModelResponse, Reviewer
-from review_app.services import importing
+from review_app.services import accounts, assignment, importing, studies
+from review_app.services.actors import SYSTEM, Actor
+from review_app.services.errors import PermissionDenied
 from review_app.services.importing import ImportRefused
 
 from .factories import item_rows, response_rows, write_jsonl
@@ -23,9 +25,9 @@ def _counts(engine):
 
 
 def test_sample_items_import_and_reimport_is_idempotent(engine, sample_dir):
-    first = importing.import_items(engine, sample_dir)
+    first = importing.import_items(engine, sample_dir, actor=SYSTEM)
     assert (first.rows, first.new) == (7, 7)
-    again = importing.import_items(engine, sample_dir)
+    again = importing.import_items(engine, sample_dir, actor=SYSTEM)
     assert (again.new, again.unchanged) == (0, 7)
     with read_session(engine) as session:
         journey = session.exec(select(Item).where(Item.external_id == "mj-0001")).one()
@@ -53,7 +55,7 @@ def test_bad_item_file_is_refused_whole(engine, tmp_path, bad, field, message):
     path = write_jsonl(tmp_path / "items.jsonl", [*GOOD, bad])
     before = _counts(engine)
     with pytest.raises(ImportRefused) as caught:
-        importing.import_items(engine, path)
+        importing.import_items(engine, path, actor=SYSTEM)
     (issue,) = caught.value.issues
     assert (issue.line, issue.field) == (4, field) and message in issue.message
     assert "items.jsonl:4" in str(caught.value)
@@ -64,24 +66,24 @@ def test_missing_columns_in_csv(engine, tmp_path):
     path = tmp_path / "items.csv"
     path.write_text("id,question\nq1,What?\n")
     with pytest.raises(ImportRefused, match=r"items.csv:2: field 'answer'"):
-        importing.import_items(engine, path)
+        importing.import_items(engine, path, actor=SYSTEM)
     assert _counts(engine)[0] == 0
 
 
 def test_changed_item_with_same_id_is_refused(engine, tmp_path):
-    importing.import_items(engine, write_jsonl(tmp_path / "a.jsonl", GOOD))
+    importing.import_items(engine, write_jsonl(tmp_path / "a.jsonl", GOOD), actor=SYSTEM)
     changed = [GOOD[0] | {"question": "A different stem?"}]
     with pytest.raises(ImportRefused, match="different content"):
-        importing.import_items(engine, write_jsonl(tmp_path / "b.jsonl", changed))
+        importing.import_items(engine, write_jsonl(tmp_path / "b.jsonl", changed), actor=SYSTEM)
 
 
 def test_responses_import(engine, tmp_path):
-    importing.import_items(engine, write_jsonl(tmp_path / "items.jsonl", GOOD))
+    importing.import_items(engine, write_jsonl(tmp_path / "items.jsonl", GOOD), actor=SYSTEM)
     rows = response_rows(GOOD)
     path = write_jsonl(tmp_path / "responses.jsonl", rows)
-    summary = importing.import_responses(engine, path)
+    summary = importing.import_responses(engine, path, actor=SYSTEM)
     assert (summary.rows, summary.new) == (9, 9)
-    assert importing.import_responses(engine, path).unchanged == 9
+    assert importing.import_responses(engine, path, actor=SYSTEM).unchanged == 9
     with read_session(engine) as session:
         labels = {(r.model, r.auto_label) for r in session.exec(select(ModelResponse))}
     assert labels == {("model-a", "FAIL"), ("model-b", "SUCCESS"), ("model-c", "SUCCESS")}
@@ -99,12 +101,12 @@ def test_responses_import(engine, tmp_path):
     ],
 )
 def test_bad_response_file_is_refused_whole(engine, tmp_path, change, field, message):
-    importing.import_items(engine, write_jsonl(tmp_path / "items.jsonl", GOOD))
+    importing.import_items(engine, write_jsonl(tmp_path / "items.jsonl", GOOD), actor=SYSTEM)
     rows = response_rows(GOOD[:1])
     rows[1] = rows[1] | change
     path = write_jsonl(tmp_path / "responses.jsonl", rows)
     with pytest.raises(ImportRefused) as caught:
-        importing.import_responses(engine, path)
+        importing.import_responses(engine, path, actor=SYSTEM)
     (issue,) = caught.value.issues
     assert (issue.line, issue.field) == (2, field) and message in issue.message
     assert _counts(engine)[1] == 0
@@ -121,8 +123,8 @@ ROSTER = (
 def test_roster_import_is_idempotent(engine, tmp_path):
     path = tmp_path / "roster.csv"
     path.write_text(ROSTER)
-    assert importing.import_roster(engine, path).new == 3
-    again = importing.import_roster(engine, path)
+    assert importing.import_roster(engine, path, actor=SYSTEM).new == 3
+    again = importing.import_roster(engine, path, actor=SYSTEM)
     assert (again.new, again.unchanged, again.updated) == (0, 3, 0)
     with read_session(engine) as session:
         two = session.exec(select(Reviewer).where(Reviewer.username == "rev02")).one()
@@ -142,7 +144,7 @@ def test_bad_roster_is_refused_whole(engine, tmp_path, line, field, message):
     path = tmp_path / "roster.csv"
     path.write_text(ROSTER + line + "\n")
     with pytest.raises(ImportRefused) as caught:
-        importing.import_roster(engine, path)
+        importing.import_roster(engine, path, actor=SYSTEM)
     (issue,) = caught.value.issues
     assert (issue.line, issue.field) == (5, field) and message in issue.message
     assert _counts(engine)[2] == 0
@@ -152,7 +154,7 @@ def test_roster_with_passwords_is_refused(engine, tmp_path):
     path = tmp_path / "roster.csv"
     path.write_text("username,display_name,role,password\nrev01,One,reviewer,hunter2\n")
     with pytest.raises(ImportRefused, match="must not carry passwords"):
-        importing.import_roster(engine, path)
+        importing.import_roster(engine, path, actor=SYSTEM)
 
 
 def test_detect_kind(tmp_path, sample_dir):
@@ -171,11 +173,98 @@ def test_detect_kind(tmp_path, sample_dir):
 
 def test_dry_run_validates_and_counts_but_writes_nothing(engine, tmp_path, sample_dir):
     before = _counts(engine)
-    (summary,) = importing.import_path(engine, sample_dir, dry_run=True)
+    (summary,) = importing.import_path(engine, sample_dir, dry_run=True, actor=SYSTEM)
     assert (summary.kind, summary.new) == ("items", 7)
     roster = tmp_path / "roster.csv"
     roster.write_text(ROSTER)
-    assert importing.import_roster(engine, roster, dry_run=True).new == 3
+    assert importing.import_roster(engine, roster, dry_run=True, actor=SYSTEM).new == 3
     assert _counts(engine) == before
-    importing.import_items(engine, sample_dir)
-    assert importing.import_items(engine, sample_dir, dry_run=True).unchanged == 7
+    importing.import_items(engine, sample_dir, actor=SYSTEM)
+    assert importing.import_items(engine, sample_dir, dry_run=True, actor=SYSTEM).unchanged == 7
+
+
+def test_roster_reimport_with_fewer_columns_keeps_the_other_fields(engine, tmp_path):
+    full = tmp_path / "roster.csv"
+    full.write_text(ROSTER)
+    importing.import_roster(engine, full, actor=SYSTEM)
+    short = tmp_path / "short.csv"
+    short.write_text("username,display_name\nrev01,Dr One Renamed\nrev02,Dr Two\n")
+    summary = importing.import_roster(engine, short, actor=SYSTEM)
+    assert (summary.new, summary.updated, summary.unchanged) == (0, 1, 1)
+    one, two = accounts.get_user(engine, "rev01"), accounts.get_user(engine, "rev02")
+    assert one.display_name == "Dr One Renamed"
+    assert (one.role, one.profession, one.country, one.years_experience, one.languages) == (
+        "reviewer",
+        "Emergency physician",
+        "Kenya",
+        4,
+        "en",
+    )
+    assert (two.languages, two.years_experience, two.profession) == ("en,zh", 7, "Internist")
+
+
+def test_roster_empty_cell_clears_an_optional_field_but_never_a_required_one(engine, tmp_path):
+    full = tmp_path / "roster.csv"
+    full.write_text(ROSTER)
+    importing.import_roster(engine, full, actor=SYSTEM)
+    clear = tmp_path / "clear.csv"
+    clear.write_text("username,profession,years\nrev02,,\n")
+    assert importing.import_roster(engine, clear, actor=SYSTEM).updated == 1
+    two = accounts.get_user(engine, "rev02")
+    assert (two.profession, two.years_experience, two.country, two.languages) == ("", None, "China", "en,zh")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("username,role\nrev02,\n")
+    with pytest.raises(ImportRefused) as caught:
+        importing.import_roster(engine, bad, actor=SYSTEM)
+    (issue,) = caught.value.issues
+    assert (issue.line, issue.field) == (2, "role") and "cannot be emptied" in issue.message
+    new = tmp_path / "new.csv"
+    new.write_text("username,languages\nrev09,en\n")
+    with pytest.raises(ImportRefused, match="missing display_name for a new account"):
+        importing.import_roster(engine, new, actor=SYSTEM)
+
+
+def test_roster_import_obeys_the_role_rules_of_the_importer(engine, tmp_path):
+    """The reported escalation: a lead's roster set the lead's own role to admin."""
+    full = tmp_path / "roster.csv"
+    full.write_text(ROSTER)
+    importing.import_roster(engine, full, actor=SYSTEM)
+    lead = Actor(accounts.get_user(engine, "lead01").id)
+    studies.create_study(engine, "S", rubrics=["A"], actor=lead)
+    assignment.enrol(engine, "S", ["rev01"], actor=lead)
+    cases = {
+        "username,role\nlead01,admin\n": ("role", "above your own"),
+        "username,display_name,role\nnewlead,New Lead,lead\n": ("role", "only an admin"),
+        "username,country\nrev02,Chile\n": ("username", "not a reviewer of your studies"),
+        "username,role\nrev01,lead\n": ("role", "only an admin"),
+    }
+    for number, (text, (field, message)) in enumerate(cases.items()):
+        path = tmp_path / f"case{number}.csv"
+        path.write_text(text)
+        with pytest.raises(ImportRefused) as caught:
+            importing.import_roster(engine, path, actor=lead)
+        (issue,) = caught.value.issues
+        assert (issue.line, issue.field) == (2, field) and message in issue.message, (text, issue)
+    assert accounts.get_user(engine, "lead01").role == "lead"
+    assert accounts.get_user(engine, "rev01").role == "reviewer"
+    mine = tmp_path / "mine.csv"
+    mine.write_text("username,display_name,role,country\nrev01,Dr One,reviewer,Chile\nrev03,Dr Three,reviewer,Peru\n")
+    summary = importing.import_roster(engine, mine, actor=lead)
+    assert (summary.new, summary.updated) == (1, 1) and summary.reviewers == ("rev01", "rev03")
+    with pytest.raises(PermissionDenied, match="needs a lead or admin"):
+        importing.import_roster(engine, mine, actor=Actor(accounts.get_user(engine, "rev01").id))
+    admin = accounts.create_user(
+        engine, accounts.UserProfile(username="adm", display_name="A", role="admin"), actor=SYSTEM
+    )
+    before = accounts.get_user(engine, "rev02").session_version
+    promote = tmp_path / "promote.csv"
+    promote.write_text("username,role\nrev02,lead\n")
+    assert importing.import_roster(engine, promote, actor=Actor(admin.id)).updated == 1
+    assert accounts.get_user(engine, "rev02").session_version == before + 1  # a role change ends open sessions
+
+
+def test_roster_summary_names_only_reviewers_for_enrolment(engine, tmp_path):
+    path = tmp_path / "roster.csv"
+    path.write_text(ROSTER)
+    summary = importing.import_roster(engine, path, actor=SYSTEM)
+    assert summary.usernames == ("rev01", "rev02", "lead01") and summary.reviewers == ("rev01", "rev02")

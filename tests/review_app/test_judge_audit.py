@@ -9,6 +9,7 @@ from review_app.db.engine import read_session
 from review_app.db.models import Assignment, ModelResponse, Task
 from review_app.rubrics import ScoreSheet
 from review_app.services import assignment, importing, reviewing, studies
+from review_app.services.actors import SYSTEM
 from review_app.services.judge_audit import judge_audit_summary
 
 from .factories import add_users
@@ -28,13 +29,15 @@ def _gwet_ac1(pairs: list[tuple[int, int]], categories=(-1, 0, 1)) -> float:
 @pytest.fixture
 def audit(engine):
     assert importing.detect_kind(DEMO_TROJAN) == "judge"
-    records, responses = importing.import_path(engine, DEMO_TROJAN)
+    records, responses = importing.import_path(engine, DEMO_TROJAN, actor=SYSTEM)
     assert (records.kind, records.new, responses.new) == ("records", 6, 12)
-    assert [s.unchanged for s in importing.import_path(engine, DEMO_TROJAN)] == [6, 12]
+    assert [s.unchanged for s in importing.import_path(engine, DEMO_TROJAN, actor=SYSTEM)] == [6, 12]
     add_users(engine, 2)
-    studies.create_study(engine, "audit", rubrics=["judge"])
-    assert studies.draw_pool(engine, "audit", 12, seed=1).tasks == 12  # every trace, both models per record
-    assignment.assign(engine, "audit", raters=1, dual_share=0.0)
+    studies.create_study(engine, "audit", rubrics=["judge"], actor=SYSTEM)
+    assert (
+        studies.draw_pool(engine, "audit", 12, seed=1, actor=SYSTEM).tasks == 12
+    )  # every trace, both models per record
+    assignment.assign(engine, "audit", raters=1, dual_share=0.0, actor=SYSTEM)
     return engine
 
 

@@ -6,9 +6,10 @@ import pytest
 from sqlmodel import select
 
 from review_app.db.engine import read_session
-from review_app.db.models import Annotation, AnnotationScore, Assignment, AuditEvent, Reviewer
+from review_app.db.models import Annotation, AnnotationScore, Assignment, AuditEvent
 from review_app.rubrics import RUBRIC_A, RUBRIC_B, ScoreSheet
 from review_app.services import assignment, reviewing, studies
+from review_app.services.actors import SYSTEM
 from review_app.services.errors import Conflict, InvalidInput, PermissionDenied, ScoresDiffer, ServiceError
 
 from .factories import add_users, seed_items, seed_responses
@@ -22,9 +23,9 @@ def setup(engine, tmp_path):
     items = seed_items(engine, tmp_path, 8, subsets=("MEDMISQA",))
     seed_responses(engine, tmp_path, items, models=("secret-model-x",))
     users = add_users(engine, 2)
-    studies.create_study(engine, "s", rubrics=["A", "B"])
-    studies.draw_pool(engine, "s", 6, seed=1)
-    assignment.assign(engine, "s", raters=2, dual_share=1.0)
+    studies.create_study(engine, "s", rubrics=["A", "B"], actor=SYSTEM)
+    studies.draw_pool(engine, "s", 6, seed=1, actor=SYSTEM)
+    assignment.assign(engine, "s", raters=2, dual_share=1.0, actor=SYSTEM)
     return engine, users
 
 
@@ -111,8 +112,12 @@ def test_locked_task_cannot_be_edited(setup):
     aid = reviewing.next_assignment(engine, ana.id)
     reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="t", base_revision=0)
     view = reviewing.open_task(engine, aid, ana.id)
-    with read_session(engine) as session:
-        lead = session.exec(select(Reviewer)).first()
+    with pytest.raises(PermissionDenied, match="needs a lead or admin"):
+        reviewing.set_task_lock(engine, view.task_id, True, actor_id=ana.id)  # a reviewer cannot lock
+    (lead,) = add_users(engine, 1, prefix="lead", role="lead")
+    with pytest.raises(PermissionDenied, match="not a lead of the study"):
+        reviewing.set_task_lock(engine, view.task_id, True, actor_id=lead.id)
+    studies.set_study_lead(engine, "s", lead.username, actor=SYSTEM)
     reviewing.set_task_lock(engine, view.task_id, True, actor_id=lead.id)
     with pytest.raises(PermissionDenied, match="locked"):
         reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="t2", base_revision=1)
@@ -221,9 +226,7 @@ def test_changes_out_of_the_rubric_or_on_a_locked_task_are_refused(setup):
     with pytest.raises(InvalidInput, match="no flag"):
         reviewing.change_draft(engine, aid, ana.id, _change(flags=("response_incomplete",)))
     view = reviewing.open_task(engine, aid, ana.id)
-    with read_session(engine) as session:
-        lead = session.exec(select(Reviewer)).first()
-    reviewing.set_task_lock(engine, view.task_id, True, actor_id=lead.id)
+    reviewing.set_task_lock(engine, view.task_id, True, actor_id=SYSTEM)
     with pytest.raises(PermissionDenied, match="locked"):
         reviewing.change_draft(engine, aid, ana.id, _change(scores={"base_validity": 1}))
     assert reviewing.open_task(engine, aid, ana.id).draft == {}

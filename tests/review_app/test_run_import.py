@@ -11,6 +11,7 @@ from review_app.db.connect import dispose_engines, get_engine
 from review_app.db.engine import read_session
 from review_app.db.models import Item, ModelResponse, Study
 from review_app.services import importing, studies
+from review_app.services.actors import SYSTEM
 from tests.bench_core.medmisbench.scenario import answer_book
 from tests.fakes.openai_server import ScriptedPolicy
 
@@ -49,9 +50,9 @@ def run_dir(fake_openai, sample_dir, tmp_path):
 
 def test_run_directory_imports_items_and_labelled_responses(engine, run_dir):
     assert importing.detect_kind(run_dir) == "run"
-    items, responses = importing.import_path(engine, run_dir)
+    items, responses = importing.import_path(engine, run_dir, actor=SYSTEM)
     assert (items.new, responses.new) == (7, 14)
-    again = importing.import_path(engine, run_dir)
+    again = importing.import_path(engine, run_dir, actor=SYSTEM)
     assert [s.unchanged for s in again] == [7, 14]
     with read_session(engine) as session:
         rows = session.exec(select(ModelResponse, Item).join(Item, Item.id == ModelResponse.item_id)).all()
@@ -64,8 +65,8 @@ def test_run_directory_imports_items_and_labelled_responses(engine, run_dir):
     assert (clean.auto_label, clean.target_label) == ("SUCCESS", None)
     unparseable, _ = by_key[("mh-0001", "clean")]
     assert (unparseable.chosen_label, unparseable.auto_label) == (None, "FAIL")
-    studies.create_study(engine, "from-run", rubrics=["B"])
-    assert studies.draw_pool(engine, "from-run", 7, condition="type1").tasks == 7
+    studies.create_study(engine, "from-run", rubrics=["B"], actor=SYSTEM)
+    assert studies.draw_pool(engine, "from-run", 7, condition="type1", actor=SYSTEM).tasks == 7
 
 
 def test_import_run_command_creates_the_study(run_dir, tmp_path, monkeypatch):

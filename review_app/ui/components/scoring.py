@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from review_app.rubrics import Dimension, Rubric, ScoreSheet, get_rubric
 from review_app.services import reviewing
+from review_app.services.actors import Actor
 from review_app.services.errors import ServiceError
 from review_app.services.reviewing import DraftChange, TaskView
 
@@ -104,7 +105,7 @@ def _well_formed(event: Any) -> bool:
     )
 
 
-def handle_events(engine, reviewer_id: int) -> int | None:
+def handle_events(engine, reviewer: Actor) -> int | None:
     """Apply the panel's events not handled yet, in order; returns the assignment just submitted, if any.
 
     Runs at the top of the review page, before anything is drawn, so the page shows their effect.
@@ -128,17 +129,17 @@ def handle_events(engine, reviewer_id: int) -> int | None:
             submitted = stored.get(name, submitted)
             continue
         if event["t"] == "submit":
-            if _submit(engine, reviewer_id, event):
+            if _submit(engine, reviewer, event):
                 stored[name] = submitted = event["aid"]
         else:
-            _change(engine, reviewer_id, event)
+            _change(engine, reviewer, event)
         acks[event["src"]] = event["seq"]
     names = {f"{e['src']}:{e['seq']}" for e in todo}
     st.session_state[_SUBMITS] = {name: a for name, a in stored.items() if name in names}
     return submitted
 
 
-def _change(engine, reviewer_id: int, event: dict[str, Any]) -> None:
+def _change(engine, reviewer: Actor, event: dict[str, Any]) -> None:
     aid = event["aid"]
     fields: dict[str, Any] = {}
     if event["t"] == "score":
@@ -152,7 +153,7 @@ def _change(engine, reviewer_id: int, event: dict[str, Any]) -> None:
         client_token=event["token"], base_revision=event["base"], source=event["src"], seq=event["seq"], **fields
     )
     try:
-        reviewing.change_draft(engine, aid, reviewer_id, change, seconds_on_task=seconds_on_task(aid))
+        reviewing.change_draft(engine, aid, reviewer, change, seconds_on_task=seconds_on_task(aid))
     except ServiceError as exc:
         if (pending := st.session_state.get(_NOTICE)) and pending.get("aid") is None:
             return  # a key that followed a submit: it goes nowhere, and the submit's message stays
@@ -164,7 +165,7 @@ def _change(engine, reviewer_id: int, event: dict[str, Any]) -> None:
         st.session_state.pop(_NOTICE, None)  # the reviewer has moved on from the last message
 
 
-def _submit(engine, reviewer_id: int, event: dict[str, Any]) -> bool:
+def _submit(engine, reviewer: Actor, event: dict[str, Any]) -> bool:
     """Submit the vector the panel showed; True when the task is now submitted."""
     aid = event["aid"]
     scores = event.get("scores") if isinstance(event.get("scores"), dict) else {}
@@ -184,7 +185,7 @@ def _submit(engine, reviewer_id: int, event: dict[str, Any]) -> bool:
         result = reviewing.submit(
             engine,
             aid,
-            reviewer_id,
+            reviewer,
             sheet,
             client_token=event["token"],
             base_revision=event["base"],

@@ -115,5 +115,5 @@ with decision_col:
         )
     lock_label = "Unlock task" if view.locked else "Lock task (reviewers can no longer edit)"
     if st.button(lock_label):
-        reviewing.set_task_lock(db, task_id, not view.locked, actor_id=user.id)
+        reviewing.set_task_lock(db, task_id, not view.locked, actor_id=user)
         st.rerun()

@@ -45,7 +45,7 @@ st.markdown(f"**Preview** (first {len(preview)} rows of {plain(upload.name)})")
 st.dataframe(pd.DataFrame(preview).astype(str), hide_index=True, width="stretch")
 
 try:
-    (summary,) = importing.import_path(db, path, kind=kind, actor=user.username, actor_id=user.id, dry_run=True)
+    (summary,) = importing.import_path(db, path, kind=kind, actor=user, dry_run=True)
 except importing.ImportRefused as exc:
     st.error(f"This file cannot be imported: {len(exc.issues)} problem(s). Nothing was written.")
     issues = pd.DataFrame([{"line": i.line, "field": i.field or "", "problem": i.message} for i in exc.issues])
@@ -62,7 +62,7 @@ st.success(
 )
 if st.button("Import", type="primary", disabled=summary.new == 0 and summary.updated == 0):
     try:
-        (done,) = importing.import_path(db, path, kind=summary.kind, actor=user.username, actor_id=user.id)
+        (done,) = importing.import_path(db, path, kind=summary.kind, actor=user)
     except ServiceError as exc:
         st.error(plain(exc))
     else:

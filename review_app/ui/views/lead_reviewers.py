@@ -1,4 +1,9 @@
-"""Reviewers: accounts, enrolment in a study, deactivation, and reassignment of a leaver's slots."""
+"""Reviewers: accounts, enrolment in a study, study leads, deactivation, and reassignment of a leaver's slots.
+
+Every choice offered here comes from the services' role rules: a lead is offered only the
+reviewers of their own studies and the reviewer role, never a lead's or an admin's account. The
+services check the same rules again on every change, so a stale page cannot do more.
+"""
 
 import pandas as pd
 import streamlit as st
@@ -34,30 +39,54 @@ study = pick_study(db, studies)
 if study is not None:
     report = progress.study_progress(db, study.name)
     on_study = {r["username"] for r in report.by_reviewer}
+    leads = studies.study_leads(db, study.name)
     st.markdown(f"#### Enrolment in {plain(study.name)}")
-    names = [u.username for u in users if u.active and u.role == "reviewer"]
-    chosen = st.multiselect("Reviewers to enrol", names, default=[n for n in names if n in on_study])
-    if st.button("Enrol selected"):
-        try:
-            assignment.enrol(db, study.name, chosen, actor_id=user.id)
-            st.success(f"Enrolled {len(chosen)} reviewer(s).")
-        except ServiceError as exc:
-            st.error(plain(exc))
-    st.markdown("#### A reviewer leaves")
-    st.caption("Their unfinished tasks go to other enrolled reviewers; everything they submitted is kept.")
-    leaver = st.selectbox("Reviewer", sorted(on_study), index=None, placeholder="Choose a reviewer")
-    if leaver and st.button(f"Reassign {plain(leaver)}'s unfinished tasks", type="primary"):
-        try:
-            st.success(plain(assignment.reassign(db, study.name, leaver, actor_id=user.id)))
-        except ServiceError as exc:
-            st.error(plain(exc))
+    if not studies.leads(db, user, study.name):
+        st.info(
+            "You are not a lead of this study, so you cannot change its enrolment or leads. "
+            f"Its leads: {plain(', '.join(leads)) or 'none (admins manage it)'}."
+        )
+    else:
+        names = [u.username for u in users if u.active and u.role == "reviewer"]
+        chosen = st.multiselect("Reviewers to enrol", names, default=[n for n in names if n in on_study])
+        if st.button("Enrol selected"):
+            try:
+                assignment.enrol(db, study.name, chosen, actor=user)
+                st.success(f"Enrolled {len(chosen)} reviewer(s).")
+            except ServiceError as exc:
+                st.error(plain(exc))
+        st.markdown("#### A reviewer leaves")
+        st.caption("Their unfinished tasks go to other enrolled reviewers; everything they submitted is kept.")
+        leaver = st.selectbox("Reviewer", sorted(on_study), index=None, placeholder="Choose a reviewer")
+        if leaver and st.button(f"Reassign {plain(leaver)}'s unfinished tasks", type="primary"):
+            try:
+                st.success(plain(assignment.reassign(db, study.name, leaver, actor=user)))
+            except ServiceError as exc:
+                st.error(plain(exc))
+        st.markdown("#### Leads of this study")
+        st.caption(f"Leads: {plain(', '.join(leads)) or 'none yet (admins manage every study)'}.")
+        candidates = [u.username for u in users if u.active and u.role in ("lead", "admin") and u.username not in leads]
+        with st.form("study_lead"):
+            left, right = st.columns(2)
+            add = left.selectbox("Add a lead", candidates, index=None)
+            drop = right.selectbox("Remove a lead", leads, index=None)
+            if st.form_submit_button("Apply") and (add or drop):
+                try:
+                    if add:
+                        studies.set_study_lead(db, study.name, add, actor=user)
+                    if drop:
+                        studies.set_study_lead(db, study.name, drop, actor=user, lead=False)
+                    st.success("Leads updated.")
+                except ServiceError as exc:
+                    st.error(plain(exc))
 
 st.markdown("#### Accounts")
+roles = accounts.grantable_roles(db, user)
 with st.form("new_user"):
     left, right = st.columns(2)
     username = left.text_input("Username")
     display = right.text_input("Display name")
-    role = left.selectbox("Role", ["reviewer", "lead", "admin"] if user.role == "admin" else ["reviewer"])
+    role = left.selectbox("Role", roles)
     languages = right.text_input("Languages", value="en", help="Comma-separated ISO codes, e.g. en,zh")
     password = st.text_input("Initial password", type="password", help="At least 10 characters.")
     if st.form_submit_button("Create account"):
@@ -65,24 +94,42 @@ with st.form("new_user"):
             profile = accounts.UserProfile(
                 username=username, display_name=display or username, role=role, languages=languages
             )
-            accounts.create_user(db, profile, password=password, actor_id=user.id)
+            accounts.create_user(db, profile, password=password, actor=user)
             st.success(f"Created {plain(profile.username)}.")
         except (ServiceError, ValueError) as exc:
             st.error(plain(exc))
-active_names = [u.username for u in users if u.username != user.username]
+
+manageable = [u.username for u in accounts.manageable_users(db, user)]
+others = [name for name in manageable if name != user.username]
+if user.role != "admin":
+    st.caption("You can change the accounts of the reviewers in your studies; an admin changes leads and admins.")
 left, right = st.columns(2)
 with left.form("reset"):
-    who = st.selectbox("Reset the password of", active_names, index=None)
+    who = st.selectbox("Reset the password of", manageable, index=None)
     new_password = st.text_input("New password", type="password")
     if st.form_submit_button("Set password") and who:
         try:
-            accounts.set_password(db, who, new_password, actor_id=user.id)
-            st.success(f"Password set for {plain(who)}; any lock-out is cleared.")
+            accounts.set_password(db, who, new_password, actor=user)
+            st.success(f"Password set for {plain(who)}; any lock-out is cleared and their open sessions ended.")
         except ServiceError as exc:
             st.error(plain(exc))
 with right.form("deactivate"):
-    who = st.selectbox("Deactivate or reactivate", active_names, index=None)
+    who = st.selectbox("Deactivate or reactivate", others, index=None)
     active = st.toggle("Active", value=True)
     if st.form_submit_button("Apply") and who:
-        accounts.set_active(db, who, active, actor_id=user.id)
-        st.success(f"{plain(who)} is now {'active' if active else 'deactivated'}.")
+        try:
+            accounts.set_active(db, who, active, actor=user)
+            st.success(f"{plain(who)} is now {'active' if active else 'deactivated'}.")
+        except ServiceError as exc:
+            st.error(plain(exc))
+if len(roles) > 1:
+    with st.form("role"):
+        left, right = st.columns(2)
+        who = left.selectbox("Change the role of", others, index=None)
+        new_role = right.selectbox("New role", roles)
+        if st.form_submit_button("Change role") and who:
+            try:
+                accounts.set_role(db, who, new_role, actor=user)
+                st.success(f"{plain(who)} is now a {new_role}; their open sessions ended.")
+            except ServiceError as exc:
+                st.error(plain(exc))

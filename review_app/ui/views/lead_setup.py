@@ -23,7 +23,7 @@ with st.expander("Create a study", expanded=not studies.list_studies(db)), st.fo
     description = st.text_area("Description (optional)")
     if st.form_submit_button("Create study", type="primary"):
         try:
-            study = studies.create_study(db, name, rubrics=rubric_keys, description=description, actor_id=user.id)
+            study = studies.create_study(db, name, rubrics=rubric_keys, description=description, actor=user)
             st.session_state["lead_study"] = study.name
             st.success(f"Created {plain(repr(study.name))}.")
         except ServiceError as exc:
@@ -63,7 +63,7 @@ with st.form("pool"):
                 condition=condition or None,
                 languages=languages,
                 add=add,
-                actor_id=user.id,
+                actor=user,
             )
             st.success(plain(str(result).splitlines()[0]))
             st.code(str(result), language=None)
@@ -79,7 +79,7 @@ with st.form("assign"):
     if st.form_submit_button("Assign", type="primary"):
         try:
             result = assignment.assign(
-                db, study.name, raters=int(raters), dual_share=float(share), seed=int(seed), actor_id=user.id
+                db, study.name, raters=int(raters), dual_share=float(share), seed=int(seed), actor=user
             )
             st.success(plain(str(result).splitlines()[0]))
             st.code(str(result), language=None)

@@ -37,7 +37,7 @@ def _go_next() -> None:
 
 def _skip(aid: int) -> None:
     try:
-        reviewing.skip(db, aid, user.id)
+        reviewing.skip(db, aid, user)
     except ServiceError as exc:  # a refusal (or a read-only database) is a message, not an exception page
         flash(str(exc), "error")
         return
@@ -47,13 +47,13 @@ def _skip(aid: int) -> None:
 
 def _toggle_flag(aid: int, flagged: bool) -> None:
     try:
-        reviewing.set_flag(db, aid, user.id, not flagged)
+        reviewing.set_flag(db, aid, user, not flagged)
     except ServiceError as exc:
         flash(str(exc), "error")
 
 
 # The panel's events first: they name their own task, whatever this run is about to show.
-just_submitted = scoring.handle_events(db, user.id)
+just_submitted = scoring.handle_events(db, user)
 requested = st.query_params.get("task")
 aid = int(requested) if requested and requested.isdigit() else None
 if aid is None or aid == just_submitted:

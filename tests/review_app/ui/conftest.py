@@ -47,6 +47,8 @@ def sign_in(username: str, password: str | None = None) -> AppTest:
     at.text_input[1].input(password if password is not None else demo_password(username))
     at.button[0].click()
     at.run()
+    if "medrev_user" in at.session_state:
+        at.run()  # a browser would now load the page again, signed in (AppTest does not follow redirects)
     return at
 
 

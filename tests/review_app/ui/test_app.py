@@ -11,6 +11,7 @@ from review_app.db.engine import read_session
 from review_app.db.models import Annotation, AnnotationScore, Assignment, ModelResponse, Reviewer, Task
 from review_app.rubrics import get_rubric
 from review_app.services import reviewing
+from review_app.services.actors import SYSTEM
 
 from .conftest import APP, sign_in, walk_text
 from .panel_support import Panel, panel
@@ -215,7 +216,7 @@ def test_locked_task_shows_read_only_scores(demo_db):
     keys.score_all(dict.fromkeys(get_rubric("A").dimension_keys, 1))
     keys.submit()
     user = at.session_state["medrev_user"]
-    reviewing.set_task_lock(demo_db, reviewing.open_task(demo_db, aid, user.id).task_id, True, actor_id=user.id)
+    reviewing.set_task_lock(demo_db, reviewing.open_task(demo_db, aid, user.id).task_id, True, actor_id=SYSTEM)
     at = sign_in("rev01")  # opened again later, from a bookmark
     at.query_params["task"] = str(aid)
     at.switch_page("views/review.py").run()
@@ -252,7 +253,7 @@ def test_other_reviewers_scores_and_model_identity_never_reach_the_page(demo_db)
     sheet = ScoreSheet(rubric="B", scores=dict.fromkeys(get_rubric("B").dimension_keys, 0), comment="SECRET-XYZ-123")
     if first.status != "submitted":
         reviewing.submit(db, first.id, first_user.id, sheet, client_token="blind", base_revision=0)
-    set_password(db, second_user.username, "another-password-1")
+    set_password(db, second_user.username, "another-password-1", actor=SYSTEM)
     at = sign_in(second_user.username, "another-password-1")
     at.query_params["task"] = str(second.id)
     at.switch_page("views/review.py").run()
@@ -268,11 +269,11 @@ def test_model_output_is_rendered_inert(demo_db):
     with read_session(demo_db) as session:
         response = session.exec(select(ModelResponse).where(ModelResponse.response_text.contains("<script>"))).one()
     # A study whose pool holds every type1 response of that model, so the markup response is in it.
-    studies.create_study(demo_db, "inert", rubrics=["B"])
+    studies.create_study(demo_db, "inert", rubrics=["B"], actor=SYSTEM)
     quota = studies.parse_quota(f"model={response.model}:1")
-    studies.draw_pool(demo_db, "inert", 47, quotas=[quota], seed=1)
-    assignment.enrol(demo_db, "inert", ["rev01"])
-    assignment.assign(demo_db, "inert", raters=1)
+    studies.draw_pool(demo_db, "inert", 47, quotas=[quota], seed=1, actor=SYSTEM)
+    assignment.enrol(demo_db, "inert", ["rev01"], actor=SYSTEM)
+    assignment.assign(demo_db, "inert", raters=1, actor=SYSTEM)
     with read_session(demo_db) as session:
         aid = session.exec(
             select(Assignment.id).join(Task, Task.id == Assignment.task_id).where(Task.response_id == response.id)

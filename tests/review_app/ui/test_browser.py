@@ -23,6 +23,7 @@ from review_app.db.connect import dispose_engines, get_engine
 from review_app.db.engine import read_session
 from review_app.db.models import Annotation, Assignment, Draft, ModelResponse, Reviewer, Task
 from review_app.services import assignment, studies
+from review_app.services.actors import SYSTEM
 
 from .browser_support import (
     A_DIMENSIONS,
@@ -138,8 +139,8 @@ def test_reviewer_journey_mouse_keyboard_and_reload(server, page):
     fourth = current_task(page)
     choose(page, fourth, "final_correctness", 2)
     choose(page, fourth, "harm_potential", 1)
-    page.reload()  # a new browser session: sign in again and find the draft
-    sign_in(page, base, "rev01", path=f"/review?task={fourth}")
+    page.reload()  # a new browser session: the session cookie keeps rev01 signed in, the draft is found
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
     expect(page.get_by_text("Rubric B: response review")).to_be_visible()
     assert current_task(page) == fourth
     final = dimension(page, fourth, "final_correctness").locator(".mrk-level[data-value='2']")
@@ -244,10 +245,12 @@ def test_model_output_cannot_run_scripts_or_load_remote_content(server, page):
     base, engine = server
     with read_session(engine) as session:
         response = session.exec(select(ModelResponse).where(ModelResponse.response_text.contains("<script>"))).one()
-    studies.create_study(engine, "inert", rubrics=["B"])
-    studies.draw_pool(engine, "inert", 47, quotas=[studies.parse_quota(f"model={response.model}:1")], seed=1)
-    assignment.enrol(engine, "inert", ["rev01"])
-    assignment.assign(engine, "inert", raters=1)
+    studies.create_study(engine, "inert", rubrics=["B"], actor=SYSTEM)
+    studies.draw_pool(
+        engine, "inert", 47, quotas=[studies.parse_quota(f"model={response.model}:1")], seed=1, actor=SYSTEM
+    )
+    assignment.enrol(engine, "inert", ["rev01"], actor=SYSTEM)
+    assignment.assign(engine, "inert", raters=1, actor=SYSTEM)
     with read_session(engine) as session:
         aid = session.exec(
             select(Assignment.id).join(Task, Task.id == Assignment.task_id).where(Task.response_id == response.id)

@@ -1,0 +1,119 @@
+"""Server-side sessions: signed, expiring, revocable tokens that follow the account (SPEC 2.7)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlmodel import select
+
+from review_app.db.engine import read_session, write_session
+from review_app.db.models import AuthSession
+from review_app.services import accounts, sessions
+from review_app.services.actors import SYSTEM
+
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture
+def ana(engine):
+    profile = accounts.UserProfile(username="ana", display_name="Ana", role="lead")
+    return engine, accounts.create_user(engine, profile, password=PASSWORD, actor=SYSTEM)
+
+
+def _signed_in(engine, user) -> str:
+    _page_token, nonce = sessions.start(engine, user.id, client="10.0.0.1")
+    cookie, max_age = sessions.redeem(engine, nonce)
+    assert max_age > 11 * 3600
+    return cookie
+
+
+def test_a_session_resolves_to_its_account_until_signed_out(ana):
+    engine, user = ana
+    token = _signed_in(engine, user)
+    found = sessions.resolve(engine, token)
+    assert isinstance(found, sessions.SessionUser)
+    assert (found.username, found.role, found.session_version) == ("ana", "lead", user.session_version)
+    assert sessions.live_sessions(engine, user.id) == 1
+    assert sessions.revoke(engine, token)
+    assert sessions.resolve(engine, token) == sessions.Ended("You have signed out.")
+    assert not sessions.revoke(engine, token)  # once
+
+
+def test_the_nonce_is_single_use_and_the_trade_retires_the_page_token(ana):
+    engine, user = ana
+    page_token, nonce = sessions.start(engine, user.id)
+    assert isinstance(sessions.resolve(engine, page_token), sessions.SessionUser)
+    cookie, _ = sessions.redeem(engine, nonce)
+    assert sessions.redeem(engine, nonce) is None
+    assert isinstance(sessions.resolve(engine, cookie), sessions.SessionUser)
+    assert isinstance(sessions.resolve(engine, page_token), sessions.Ended)
+    assert sessions.redeem(engine, "not-a-nonce") is None
+
+
+def test_an_expired_nonce_sets_no_cookie(ana):
+    engine, user = ana
+    _token, nonce = sessions.start(engine, user.id)
+    with write_session(engine) as session:
+        row = session.exec(select(AuthSession)).one()
+        row.nonce_expires_at = row.created_at - timedelta(seconds=1)
+        session.add(row)
+    assert sessions.redeem(engine, nonce) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda e: accounts.set_active(e, "ana", False, actor=SYSTEM), "deactivated"),
+        (lambda e: accounts.set_password(e, "ana", PASSWORD + "!", actor=SYSTEM), "account changed"),
+        (lambda e: accounts.set_role(e, "ana", "reviewer", actor=SYSTEM), "account changed"),
+    ],
+    ids=["deactivation", "password", "demotion"],
+)
+def test_account_changes_end_open_sessions(ana, change, reason):
+    engine, user = ana
+    tokens = [_signed_in(engine, user) for _ in range(2)]  # two browsers
+    change(engine)
+    for token in tokens:
+        ended = sessions.resolve(engine, token)
+        assert isinstance(ended, sessions.Ended) and reason in ended.reason
+    if reason != "deactivated":  # a fresh sign-in works again
+        fresh = sessions.resolve(engine, _signed_in(engine, accounts.get_user(engine, "ana")))
+        assert isinstance(fresh, sessions.SessionUser)
+
+
+def test_forged_tampered_and_expired_tokens(ana, monkeypatch):
+    engine, user = ana
+    token = _signed_in(engine, user)
+    version, sid, expiry, signature = token.split(".")
+    assert sessions.resolve(engine, f"{version}.{sid}.{int(expiry) + 3600}.{signature}") is None  # longer life
+    other = "B" if sid[-1] == "A" else "A"
+    assert sessions.resolve(engine, f"{version}.{sid[:-1]}{other}.{expiry}.{signature}") is None
+    assert sessions.resolve(engine, "garbage") is None and sessions.resolve(engine, "") is None
+    monkeypatch.setenv("MEDREV_SESSION_SECRET", "another key altogether")
+    assert sessions.resolve(engine, token) is None  # a token signed with another key is not ours
+    monkeypatch.delenv("MEDREV_SESSION_SECRET")
+    with write_session(engine) as session:
+        row = session.exec(select(AuthSession)).one()
+        row.expires_at = row.created_at
+        session.add(row)
+    assert "expired" in sessions.resolve(engine, token).reason
+
+
+def test_the_database_holds_no_usable_token(ana):
+    engine, user = ana
+    token = _signed_in(engine, user)
+    with read_session(engine) as session:
+        row = session.exec(select(AuthSession)).one()
+    dump = str(row.model_dump())
+    assert token.split(".")[1] not in dump and row.nonce_hash is None
+
+
+def test_replicas_share_the_generated_signing_key(ana, monkeypatch):
+    """Without MEDREV_SESSION_SECRET the key lives in the database, so another process verifies the token."""
+    engine, user = ana
+    monkeypatch.delenv("MEDREV_SESSION_SECRET", raising=False)
+    monkeypatch.delenv("STREAMLIT_SERVER_COOKIE_SECRET", raising=False)
+    token = _signed_in(engine, user)
+    sessions._secrets.clear()  # what a second process starts with
+    assert isinstance(sessions.resolve(engine, token), sessions.SessionUser)
