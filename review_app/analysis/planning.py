@@ -41,9 +41,13 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -215,6 +219,33 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+_MAIN_SWAP = threading.Lock()
+
+
+@contextmanager
+def _without_main_script() -> Iterator[None]:
+    """Start processes without making them re-run this process's ``__main__`` script.
+
+    A forkserver child normally re-imports the parent's main script first; under Streamlit that is
+    the app page (with no signed-in session), under a plain script its unguarded top level. The
+    workers need only this module, so ``__main__`` is hidden for the moment the processes start.
+    """
+    with _MAIN_SWAP:
+        real = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            if real is not None:
+                sys.modules["__main__"] = real
+
+
+def _worker_start(barrier: Any) -> None:
+    # Hold every worker until all have started, so each warm-up job below starts its own process.
+    with suppress(threading.BrokenBarrierError):
+        barrier.wait(timeout=60)
+
+
 def _executor(workers: int) -> Executor | None:
     if workers <= 1:
         return None
@@ -223,7 +254,17 @@ def _executor(workers: int) -> Executor | None:
     # starts without re-importing numpy/scipy/pandas.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    barrier = context.Barrier(workers)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start, initargs=(barrier,))
+    with _without_main_script():
+        warm_up = [pool.submit(os.getpid) for _ in range(workers)]
+    try:
+        for future in warm_up:
+            future.result(timeout=120)
+    except (BrokenProcessPool, TimeoutError):
+        pool.shutdown(wait=False, cancel_futures=True)
+        return None
+    return pool
 
 
 class _Simulator:
@@ -381,7 +422,8 @@ def plan_rate(
     if simulations < 1:
         raise AnalysisInputError("at least one simulation is needed")
     n = wilson_sample_size(expected, ci_width)
-    with _Simulator(seed, workers, progress, simulations) as sim:
+    # A binomial draw and a Wilson interval take microseconds: worker processes would only add start-up time.
+    with _Simulator(seed, 1, progress, simulations) as sim:
         widths = sim.run(_sim_rate, {"n": n, "p": expected, "outcomes": outcomes}, simulations)
         used = sim.used
     return Plan(

@@ -22,9 +22,10 @@ lead). The measures, and the choices behind them:
   task ``d = mean over co-raters and dimensions of (co-rater score - own score) / (K - 1)``
   (positive: harsher than the co-raters). The chart is the cumulative sum of ``d - mean(d)``;
   the statistic ``max |S| / (s sqrt(n))`` is, without drift, distributed as the supremum of a
-  Brownian bridge (Kolmogorov's distribution), so a lead's threshold is a false-alarm probability
-  per reviewer rather than an arbitrary limit. The centring on the reviewer's own mean means a
-  reviewer who is consistently stricter is reported by severity, not as drifting.
+  Brownian bridge (Kolmogorov's distribution, with Siegmund's discreteness correction), so a
+  lead's threshold is a false-alarm probability per reviewer rather than an arbitrary limit.
+  The centring on the reviewer's own mean means a reviewer who is consistently stricter is
+  reported by severity, not as drifting.
 * **Gold accuracy**: on gold tasks (expected scores known from a consensus or an earlier
   adjudication), the share of dimension scores equal to the expected one (Wilson CI over scores)
   and the share within one point.
@@ -51,6 +52,10 @@ from review_app.rubrics import get_rubric
 
 PERIODS = ("first", "middle", "last")
 MIN_DRIFT_TASKS = 15  # below this many shared tasks the CUSUM test is not run
+# A walk observed at n points peaks lower than the continuous Brownian bridge; shifting the statistic
+# by 0.5826 / sqrt(n) (Siegmund's correction for discrete boundary crossing) keeps the false-alarm
+# rate at its nominal level for the series lengths of a review study (checked in the tests).
+DISCRETE_CORRECTION = 0.5826
 Z95 = stats.norm.ppf(0.975)
 
 
@@ -266,12 +271,20 @@ def cusum_drift(signed: np.ndarray) -> DriftTest:
     if n < MIN_DRIFT_TASKS or sd <= 0:
         return DriftTest(n, None, None, None, None, path)
     statistic = float(np.max(np.abs(path)) / (sd * math.sqrt(n)))
+    p_value = float(stats.kstwobign.sf(statistic + DISCRETE_CORRECTION / math.sqrt(n)))
     k = int(np.argmax(np.abs(path)))
     before, after = x[: k + 1], x[k + 1 :]
     direction = None
     if len(after):
         direction = "harsher" if after.mean() > before.mean() else "more lenient"
-    return DriftTest(n, statistic, float(stats.kstwobign.sf(statistic)), direction, k, path)
+    return DriftTest(n, statistic, p_value, direction, k, path)
+
+
+def drift_limit(alpha: float, n: int, sd: float) -> float:
+    """The |CUSUM| at which the drift test of ``n`` tasks reaches false-alarm rate ``alpha`` (for charts)."""
+    if n < 2:
+        return 0.0
+    return float((stats.kstwobign.isf(alpha) - DISCRETE_CORRECTION / math.sqrt(n)) * sd * math.sqrt(n))
 
 
 # --- time on task and gold ----------------------------------------------------------------------
@@ -338,9 +351,16 @@ def _period_severity(annotations: pd.DataFrame, periods: pd.Series) -> tuple[pd.
     """Severity of each reviewer in their first and last third: the harm model with one intercept per both."""
     labelled = annotations.assign(**{C.rater: annotations[C.rater].astype(str) + "|" + periods.astype(str)})
     try:
-        modes = reviewer_severity(labelled).modes
+        severity = reviewer_severity(labelled)
     except (AnalysisInputError, np.linalg.LinAlgError) as error:
         return None, f"severity by period not computed: {error}"
+    modes = severity.modes
+    note = None
+    if severity.result.group_variance == 0:
+        note = (
+            "severity by third of each reviewer's work: the harm model finds no variance between reviewer-thirds "
+            "(every estimate is 0); differences between thirds are within chance"
+        )
     split = modes.index.to_series().str.rsplit("|", n=1, expand=True)
     modes = modes.assign(rater=split[0].to_numpy(), period=split[1].to_numpy())
     first = modes.loc[modes["period"] == "first"].set_index("rater")
@@ -353,7 +373,7 @@ def _period_severity(annotations: pd.DataFrame, periods: pd.Series) -> tuple[pd.
             "severity_change_se": np.sqrt(first["sd"] ** 2 + last["sd"] ** 2),
         }
     )
-    return joined, None
+    return joined, note
 
 
 def reviewer_quality(

@@ -171,6 +171,21 @@ def gold_candidates(engine: Engine, actor: Actor, study_name: str) -> list[GoldC
     return out
 
 
+def unrated_tasks(engine: Engine, actor: Actor, study_name: str) -> list[tuple[int, str, str]]:
+    """(task id, unit key, rubric) of the study's ordinary tasks nobody has rated yet (gold-able)."""
+    with read_session(engine) as session:
+        require_lead(session, actor)
+        study = _study(session, study_name)
+        rated = select(Annotation.task_id).join(Task, Task.id == Annotation.task_id).where(Task.study_id == study.id)
+        gold = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
+        rows = session.exec(
+            select(Task.id, Task.unit_key, Task.rubric)
+            .where(Task.study_id == study.id, Task.id.not_in(rated), Task.id.not_in(gold))
+            .order_by(Task.pool_rank, Task.id)
+        ).all()
+    return [(int(t), unit, rubric) for t, unit, rubric in rows]
+
+
 def _check_scores(rubric: str, scores: Mapping[str, int]) -> dict[str, int]:
     try:
         return dict(ScoreSheet(rubric=rubric, scores=dict(scores)).scores)

@@ -26,6 +26,8 @@ PAGES = (
     ("views/lead_setup.py", "Study set-up", ":material/tune:", "Study lead", LEADS),
     ("views/lead_import.py", "Import", ":material/upload_file:", "Study lead", LEADS),
     ("views/lead_reviewers.py", "Reviewers", ":material/group:", "Study lead", LEADS),
+    ("views/lead_plan.py", "Plan", ":material/calculate:", "Study lead", LEADS),
+    ("views/lead_quality.py", "Reviewers' quality", ":material/insights:", "Study lead", LEADS),
 )
 
 st.set_page_config(page_title="medrev review", page_icon=":material/clinical_notes:", layout="wide")

@@ -6,6 +6,7 @@ from review_app.rubrics import all_rubrics
 from review_app.services import assignment, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components.pickers import pick_study
+from review_app.ui.components.quality import plan_panel
 from review_app.ui.session import engine, require_role
 
 user = require_role("lead", "admin")
@@ -34,6 +35,7 @@ if study is None:
 st.caption(f"Rubrics: {study.rubrics} · status: {study.status}")
 
 st.markdown("#### 1. Draw the review pool")
+plan_box = st.container()  # filled at the end, after this run's draw or assignment
 with st.form("pool"):
     left, right = st.columns(2)
     size = left.number_input("Units to draw", min_value=1, value=100, step=1)
@@ -84,3 +86,5 @@ with st.form("assign"):
             st.code(str(result), language=None)
         except ServiceError as exc:
             st.error(str(exc))
+
+plan_panel(plan_box, db, study.name)
