@@ -28,6 +28,10 @@ CONTRACT = {
     "stats agreement": ["--input", "--unit", "--rater", "--score", "--weights", "--categories", "--json"],
     "stats harm-model": ["--input", "--outcome", "--fixed", "--group", "--reference", "--json"],
     "stats proportion": ["--successes", "--n", "--json"],
+    "stats plan": [
+        "--metric", "--expected", "--ci-width", "--categories", "--raters", "--odds-ratio", "--power", "--reviewers",
+        "--icc", "--pilot", "--seed", "--json",
+    ],
 }  # fmt: skip
 
 
