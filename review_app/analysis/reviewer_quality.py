@@ -470,13 +470,14 @@ def reviewer_quality(
         table = table.join(gold_accuracy(gold_annotations, expected))
     for column in ("gold_tasks", "gold_scores", "shared_tasks", "n_too_fast", "n_too_slow"):
         if column in table:
-            table[column] = table[column].fillna(0).astype(int)
+            table[column] = pd.to_numeric(table[column], errors="coerce").fillna(0).astype(int)
     if "drift_alert" in table:
         table["drift_alert"] = table["drift_alert"].astype("boolean").fillna(False).astype(bool)
     table["gold_alert"] = False
     if "gold_accuracy" in table:
         enough = table["gold_tasks"] >= thresholds.min_gold
-        table["gold_alert"] = (enough & (table["gold_accuracy"] < thresholds.gold_accuracy_min)).fillna(False)
+        low = pd.to_numeric(table["gold_accuracy"], errors="coerce") < thresholds.gold_accuracy_min
+        table["gold_alert"] = (enough & low).astype(bool)
 
     alerts = []
     for rater, row in table.iterrows():
