@@ -1,5 +1,6 @@
 """Reviewers' quality (leads only): severity, agreement with co-raters, time on task, drift, gold accuracy."""
 
+import pandas as pd
 import streamlit as st
 
 from review_app.analysis.reviewer_quality import QualityThresholds
@@ -36,14 +37,42 @@ for note in result.notes:
 real_names = st.toggle("Show usernames (off: study pseudonyms R01, R02, ...)", value=True)
 table = report.table(real_names=real_names)
 label = {name: (name if real_names else pseudonym) for name, pseudonym in report.pseudonyms.items()}
-numbers = {
-    c: st.column_config.NumberColumn(format="%.3f")
-    for c in table.columns
-    if c.startswith(("severity", "agreement", "gold_accuracy", "gold_ci", "gold_within", "drift_statistic"))
+LABELS = {
+    "rater": "reviewer",
+    "n_annotations": "annotations",
+    "severity": "severity (log-odds)",
+    "severity_ci_low": "severity 95% low",
+    "severity_ci_high": "severity 95% high",
+    "severity_first": "severity, first third",
+    "severity_last": "severity, last third",
+    "severity_change": "severity change",
+    "severity_change_se": "change SE",
+    "agreement": "agreement with co-raters",
+    "shared_tasks": "shared tasks",
+    "agreement_first": "agreement, first third",
+    "agreement_last": "agreement, last third",
+    "drift_statistic": "drift CUSUM",
+    "drift_p_value": "drift p",
+    "drift_direction": "drifted",
+    "drift_alert": "drift alert",
+    "median_seconds": "median s",
+    "n_too_fast": "too fast",
+    "n_too_slow": "too slow",
+    "gold_tasks": "gold tasks",
+    "gold_accuracy": "gold accuracy",
+    "gold_within_one": "gold within 1",
+    "gold_alert": "gold alert",
 }
-numbers["drift_p_value"] = st.column_config.NumberColumn(format="%.4f")
-numbers["median_seconds"] = st.column_config.NumberColumn(format="%.0f")
-st.dataframe(table, hide_index=True, width="stretch", column_config=numbers)
+config = {}
+for column in table.columns:
+    fmt = "%.4f" if column == "drift_p_value" else "%.0f" if column.endswith("_seconds") else "%.3f"
+    if pd.api.types.is_float_dtype(table[column]):
+        config[column] = st.column_config.NumberColumn(LABELS.get(column, column.replace("_", " ")), format=fmt)
+    else:
+        config[column] = st.column_config.Column(LABELS.get(column, column.replace("_", " ")))
+st.dataframe(table, hide_index=True, width="stretch", column_config=config)
+with st.expander("What each column means"):
+    st.markdown("\n".join(f"- **{LABELS.get(c, c)}** (`{c}`): {text}" for c, text in quality.QUALITY_COLUMNS.items()))
 st.download_button(
     "Download this table (CSV)",
     quality.quality_csv(report, real_names=real_names),
