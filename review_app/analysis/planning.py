@@ -44,6 +44,7 @@ import os
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -57,6 +58,8 @@ from scipy import optimize, stats
 
 from review_app.analysis.agreement import WEIGHT_SCHEMES, agreement, weight_matrix
 from review_app.analysis.harm_model import (
+    HUGE_ESTIMATE,
+    HUGE_SE,
     INTERCEPT,
     LATENT_LOGISTIC_VARIANCE,
     HarmModelResult,
@@ -684,6 +687,7 @@ class HarmPilot:
     group_variance: float
     n_reviewers: int
     term: str
+    not_estimable: tuple[str, ...] = ()
 
     @classmethod
     def from_fit(cls, data: pd.DataFrame, result: HarmModelResult, *, task: str, term: str | None) -> HarmPilot:
@@ -694,12 +698,28 @@ class HarmPilot:
         chosen = term or names[0]
         if chosen not in names:
             raise AnalysisInputError(f"the pilot's harm model has no term {chosen!r}; terms: {', '.join(names)}")
+        # A separated term (a level whose pilot annotations are all 0 or all 1) has no finite
+        # estimate; simulating from where the optimiser stopped would make those outcomes certain.
+        # Such terms are simulated with no effect (log-odds 0) and named in the plan's notes.
+        not_estimable = tuple(
+            t.name
+            for t in result.terms
+            if t.name not in (INTERCEPT, chosen)
+            and (abs(t.estimate) > HUGE_ESTIMATE or (math.isfinite(t.se) and t.se > HUGE_SE))
+        )
+        intercept = result.term(INTERCEPT)
+        if abs(intercept.estimate) > HUGE_ESTIMATE:
+            raise AnalysisInputError(
+                "the pilot's harm model has no finite intercept (worst cases are all but absent or universal at the "
+                "reference levels); plan without the pilot (--expected, --icc, --reviewers)"
+            )
         tasks = data.groupby(task, sort=True)[list(result.fixed)].first().reset_index(drop=True)
         return cls(
             tasks=tasks.astype(str),
             fixed=tuple(result.fixed),
             reference=dict(result.reference_levels),
-            coefficients={t.name: t.estimate for t in result.terms},
+            coefficients={t.name: 0.0 if t.name in not_estimable else t.estimate for t in result.terms},
+            not_estimable=not_estimable,
             group_variance=result.group_variance,
             n_reviewers=result.n_groups,
             term=chosen,
@@ -756,7 +776,11 @@ def _sim_harm(
     if frame["y"].nunique() < 2:
         return 0.0
     try:
-        result = fit_random_intercept_logit(frame, "y", fixed, "reviewer", reference=reference)
+        with warnings.catch_warnings():
+            # An ill-conditioned step in one simulated study is the fit's business: it reports
+            # non-convergence or an undefined p-value, which counts as no rejection below.
+            warnings.simplefilter("ignore")
+            result = fit_random_intercept_logit(frame, "y", fixed, "reviewer", reference=reference)
         fitted = result.term(term)
     except (AnalysisInputError, KeyError, np.linalg.LinAlgError):
         return 0.0
@@ -863,6 +887,10 @@ def plan_harm_or(
             f"tasks and covariates resampled from the pilot's {len(pilot.tasks)} task(s); term {pilot.term} set to "
             f"log OR {math.log(odds_ratio):.3f}, other coefficients from the pilot fit"
         )
+        if pilot.not_estimable:
+            notes.append(
+                "not estimable in the pilot (separation), simulated with no effect: " + ", ".join(pilot.not_estimable)
+            )
     sigma = math.sqrt(icc / (1 - icc) * LATENT_LOGISTIC_VARIANCE)
     ratings_per_task = 1 + dual_share * (raters - 1)
     params = {
@@ -886,7 +914,7 @@ def plan_harm_or(
         return points[n][0] / points[n][1]
 
     start = _approximate_tasks(odds_ratio, power, baseline, share if pilot is None else 0.5, alpha, ratings_per_task)
-    limit = 200_000
+    limit = 20_000  # tasks; beyond this a review study is not realistic and each fit gets slow
     with _Simulator(seed, workers, progress, coarse * 4 + medium * 3 + simulations * 2) as sim:
         # 1. Coarse bracket: few simulations per size, sizes a factor 1.5 apart.
         n = start

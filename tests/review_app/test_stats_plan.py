@@ -82,6 +82,14 @@ def test_pilot_study_from_the_database(tmp_path) -> None:
     data = json.loads(result.stdout)
     assert data["notes"][0].startswith("expected rate") and data["seconds_per_rating"] > 0
     assert data["reviewer_hours"] == pytest.approx(data["n_tasks"] * data["seconds_per_rating"] / 3600)
+    harm = _plan(
+        "--metric", "harm-or", "--odds-ratio", "3", "--pilot", pilot, "--simulations", "50", "--json", env=env
+    )  # fmt: skip
+    assert harm.exit_code == 0, harm.output
+    data = json.loads(harm.stdout)
+    assert data["assumptions"]["reviewers"] == 8 and data["assumptions"]["term"].startswith("model[")
+    assert any(note.startswith("not estimable in the pilot") for note in data["notes"])
+    assert 0 < data["achieved_power"] <= 1 and data["n_dual"] == round(0.72 * data["n_tasks"])
     missing = _plan("--metric", "rate", "--ci-width", "0.2", "--pilot", "no such study", env=env)
     assert missing.exit_code == 2 and "no study named 'no such study'" in missing.stderr
     dispose_engines()

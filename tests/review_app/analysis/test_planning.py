@@ -10,9 +10,11 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from review_app.analysis.agreement import agreement
+from review_app.analysis.harm_model import fit_random_intercept_logit
 from review_app.analysis.layout import AnalysisInputError
 from review_app.analysis.planning import (
     LATENT_LOGISTIC_VARIANCE,
+    HarmPilot,
     Plan,
     _cutpoints,
     _rng,
@@ -193,3 +195,30 @@ def test_harm_simulation_fits_the_random_intercept_model_with_the_stated_effect(
 def test_bad_inputs_are_refused_with_a_reason(call, message: str) -> None:
     with pytest.raises(AnalysisInputError, match=message):
         call()
+
+
+def test_harm_plan_from_a_pilot_fit_with_a_separated_level() -> None:
+    rng = np.random.default_rng(8)
+    n = 240
+    tasks = pd.DataFrame(
+        {
+            "task_id": np.arange(n),
+            "model": rng.choice(["a", "b"], n),
+            "stratum": np.where(np.arange(n) < 12, "potentially_true", rng.choice(["clear", "soft"], n)),
+        }
+    )
+    rows = tasks.loc[tasks.index.repeat(2)].reset_index(drop=True)
+    rows["rater"] = rng.choice([f"R{k}" for k in range(6)], len(rows))
+    eta = -0.8 + 0.7 * (rows["model"] == "b")
+    rows["worst_case"] = (rng.random(len(rows)) < 1 / (1 + np.exp(-eta))).astype(int)
+    rows.loc[rows["stratum"] == "potentially_true", "worst_case"] = 0  # 0 of 24: separation
+    fit = fit_random_intercept_logit(rows, "worst_case", ["model", "stratum"], "rater", reference={"model": "a"})
+    pilot = HarmPilot.from_fit(rows, fit, task="task_id", term="model[b]")
+    assert pilot.not_estimable == ("stratum[potentially_true]",)
+    assert pilot.coefficients["stratum[potentially_true]"] == 0 and len(pilot.tasks) == n
+    plan = plan_harm_or(2.5, 0.8, pilot=pilot, simulations=60, seed=3, workers=1)
+    assert plan.assumptions["term"] == "model[b]" and plan.assumptions["reviewers"] == 6
+    assert any("stratum[potentially_true]" in note for note in plan.notes)
+    assert plan.achieved >= 0.7 and plan.n_tasks > 20
+    with pytest.raises(AnalysisInputError, match="no term"):
+        HarmPilot.from_fit(rows, fit, task="task_id", term="model[z]")
