@@ -57,6 +57,12 @@ def require_lead(session: Session, actor: Actor | None, what: str = "see reviewe
     return user
 
 
+def check_lead(engine: Engine, actor: Actor | None) -> None:
+    """Raise PermissionDenied unless ``actor`` is an active lead or admin now (before serving a cached report)."""
+    with read_session(engine) as session:
+        require_lead(session, actor)
+
+
 def _study(session: Session, name: str, *, lock: bool = False) -> Study:
     query = select(Study).where(Study.name == name)
     if lock:

@@ -173,6 +173,7 @@ def test_only_active_leads_see_or_change_quality(setup):
     task = _main_tasks(engine)[0]
     calls = [
         lambda who: quality.quality_report(engine, who, "main"),
+        lambda who: quality.check_lead(engine, who),
         lambda who: quality.gold_tasks(engine, who, "main"),
         lambda who: quality.gold_candidates(engine, who, "main"),
         lambda who: quality.unrated_tasks(engine, who, "main"),

@@ -26,6 +26,7 @@ def _cached_report(url: str, study: str, version: tuple, thresholds: tuple, acto
 
 def report_for(db, user, study: str) -> quality.QualityReport:
     """The study's reviewer-quality report, recomputed exactly when ratings, gold tasks or thresholds change."""
+    quality.check_lead(db, user)  # the cache below must not outlive the lead's role
     settings = quality.thresholds(db, study).to_dict()
     with st.spinner("Computing reviewer quality..."):
         return _cached_report(

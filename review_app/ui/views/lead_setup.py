@@ -35,8 +35,9 @@ if study is None:
 st.caption(f"Rubrics: {study.rubrics} · status: {study.status}")
 
 st.markdown("#### 1. Draw the review pool")
-plan_box = st.container()  # filled at the end, after this run's draw or assignment
-with st.form("pool"):
+pool_column, plan_column = st.columns([3, 2])
+plan_box = plan_column.container()  # the study's plan, filled at the end (after this run's draw or assignment)
+with pool_column.form("pool"):
     left, right = st.columns(2)
     size = left.number_input("Units to draw", min_value=1, value=100, step=1)
     seed = right.number_input("Seed", min_value=0, value=0, step=1, help="Same seed and data, same pool.")

@@ -204,3 +204,10 @@ def test_thresholds_are_validated() -> None:
     with pytest.raises(AnalysisInputError, match="gold accuracy"):
         QualityThresholds(gold_accuracy_min=1.5)
     assert QualityThresholds.from_dict({"drift_alpha": 0.05}).drift_alpha == 0.05
+
+
+def test_a_study_without_ratings_gives_an_empty_report() -> None:
+    empty = synthetic_study(1, tasks=10).iloc[0:0]
+    report = reviewer_quality(empty)
+    assert report.table.empty and not report.alerts and not report.cusum
+    assert any("two reviewers" in note for note in report.notes)
