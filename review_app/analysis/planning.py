@@ -70,7 +70,8 @@ from review_app.analysis.proportions import wilson
 
 METRICS: tuple[str, ...] = ("rate", "ac2", "harm-or")
 DEFAULT_HARM_BASELINE = 0.38  # the paper's conservative worst-case rate (34/89)
-DEFAULT_DUAL_SHARE = 0.72  # the paper's protocol: 64 of 89 tasks rated by two or more clinicians
+DEFAULT_DUAL_SHARE = 0.72
+MAX_AC2_TASKS = 50_000  # the paper's protocol: 64 of 89 tasks rated by two or more clinicians
 Progress = Callable[[int, int], None]
 
 
@@ -516,7 +517,7 @@ def _sim_ac2(
         frame = pd.DataFrame(rows, columns=["task_id", "rater", "score"])
     else:
         latent = math.sqrt(rho) * rng.standard_normal((n, 1)) + math.sqrt(1 - rho) * rng.standard_normal((n, raters))
-        frame = _ac2_frame(np.searchsorted(cuts, latent) + categories[0])
+        frame = _ac2_frame(np.asarray(categories)[np.searchsorted(cuts, latent)])
     result = agreement(frame, "score", unit="task_id", rater="rater", weights=weights, categories=categories)
     if result.ci_low is None or result.ci_high is None:
         return float("nan")
@@ -624,11 +625,15 @@ def plan_ac2(
     pilot_size = max(20, simulations // 5)
     with _Simulator(seed, workers, progress, pilot_size * 2 + simulations * 2) as sim:
         # The width falls like 1/sqrt(n): estimate the constant, jump to the size it implies, repeat.
-        n, seen = 100, {}
+        n = 100
         for _ in range(6):
             width, _se = mean_width(sim, n, pilot_size)
-            seen[n] = width
             guess = max(3, math.ceil(n * (width / ci_width) ** 2))
+            if guess > MAX_AC2_TASKS:
+                raise AnalysisInputError(
+                    f"more than {MAX_AC2_TASKS} dual-rated tasks would be needed for a CI width of {ci_width:g}; "
+                    "accept a wider interval"
+                )
             if abs(guess - n) <= max(2, 0.02 * n):
                 n = guess
                 break

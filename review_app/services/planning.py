@@ -20,6 +20,7 @@ from sqlmodel import select
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.layout import AnalysisInputError, select_rubric
 from review_app.analysis.planning import (
+    DEFAULT_DUAL_SHARE,
     METRICS,
     HarmPilot,
     Plan,
@@ -184,7 +185,7 @@ def make_plan(
             icc=request.icc,
             baseline=request.expected,
             share=request.share,
-            dual_share=0.72 if request.dual_share is None else request.dual_share,
+            dual_share=DEFAULT_DUAL_SHARE if request.dual_share is None else request.dual_share,
             raters=request.raters,
             alpha=request.alpha,
             pilot=pilot,
