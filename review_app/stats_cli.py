@@ -243,3 +243,115 @@ def proportion_command(
         _print_json(result.to_dict())
         return
     console.print(result.summary())
+
+
+@app.command("plan")
+def plan_command(
+    metric: Annotated[str, typer.Option("--metric", help="rate, ac2 or harm-or.")],
+    expected: Annotated[
+        float | None,
+        typer.Option(
+            "--expected",
+            help="Expected value: the rate (rate), AC2 (ac2) or the reference level's event rate (harm-or, "
+            "default 0.38). Taken from --pilot when omitted.",
+        ),
+    ] = None,
+    ci_width: Annotated[float | None, typer.Option("--ci-width", help="Target width of the 95% CI.")] = None,
+    categories: Annotated[int, typer.Option("--categories", help="Number of rating categories (ac2).")] = 3,
+    raters: Annotated[int, typer.Option("--raters", help="Raters per dual-rated task.")] = 2,
+    odds_ratio: Annotated[
+        float | None, typer.Option("--odds-ratio", help="Smallest adjusted odds ratio to detect (harm-or).")
+    ] = None,
+    power: Annotated[float, typer.Option("--power", help="Power to detect it (harm-or).")] = 0.8,
+    reviewers: Annotated[int | None, typer.Option("--reviewers", help="Reviewers in the panel (harm-or).")] = None,
+    icc: Annotated[float | None, typer.Option("--icc", help="Latent reviewer ICC of the harm model (harm-or).")] = None,
+    pilot: Annotated[
+        str | None,
+        typer.Option("--pilot", help="A pilot study in the review database whose annotations are resampled."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the simulation (same seed, same plan).")] = 0,
+    tasks: Annotated[
+        int | None, typer.Option("--tasks", help="Tasks the study has anyway (ac2: the dual share is taken of these).")
+    ] = None,
+    dual_share: Annotated[
+        float | None,
+        typer.Option(
+            "--dual-share", help="Share of tasks rated by --raters reviewers (harm-or: default 0.72; rate: 0)."
+        ),
+    ] = None,
+    share: Annotated[
+        float, typer.Option("--share", help="Share of tasks at the compared level of the tested term (harm-or).")
+    ] = 0.5,
+    alpha: Annotated[float, typer.Option("--alpha", help="Two-sided significance level of the test (harm-or).")] = 0.05,
+    score: Annotated[
+        str | None, typer.Option("--score", help="Pilot dimension to plan AC2 for (default harm_potential).")
+    ] = None,
+    term: Annotated[
+        str | None, typer.Option("--term", help="Pilot harm-model term to plan for, e.g. 'model[model-b]'.")
+    ] = None,
+    seconds_per_rating: Annotated[
+        float | None,
+        typer.Option(
+            "--seconds-per-rating", help="Seconds per rating for reviewer-hours (default: the pilot's median)."
+        ),
+    ] = None,
+    simulations: Annotated[
+        int | None,
+        typer.Option("--simulations", help="Simulations of the final check (rate 2000, ac2 200, harm-or 300)."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Worker processes (default: one per available core).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a summary.")] = False,
+) -> None:
+    """Tasks, dual-rated tasks and reviewer-hours a study needs, by seeded simulation."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from review_app.cli_support import engine
+    from review_app.services.errors import ServiceError
+    from review_app.services.planning import PlanRequest, make_plan
+
+    request = PlanRequest(
+        metric=metric,
+        expected=expected,
+        ci_width=ci_width,
+        categories=categories,
+        raters=raters,
+        odds_ratio=odds_ratio,
+        power=power,
+        reviewers=reviewers,
+        icc=icc,
+        pilot=pilot,
+        score=score,
+        term=term,
+        tasks=tasks,
+        dual_share=dual_share,
+        share=share,
+        alpha=alpha,
+        seconds_per_rating=seconds_per_rating,
+        simulations=simulations,
+        seed=seed,
+        workers=workers,
+    )
+    bar = Progress(
+        TextColumn("simulating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    job = bar.add_task("plan", total=None)
+
+    def progress(done: int, budget: int) -> None:
+        bar.update(job, completed=done, total=max(budget, done))
+
+    try:
+        with bar:
+            plan = make_plan(engine() if pilot else None, request, progress=progress)
+    except ServiceError as error:
+        _fail(str(error))
+    if as_json:
+        _print_json(plan.to_dict())
+        return
+    typer.echo(plan.summary())

@@ -32,6 +32,10 @@ CONTRACT = {
     ],
     "stats harm-model": ["--input", "--outcome", "--fixed", "--group", "--reference", "--penalty", "--json"],
     "stats proportion": ["--successes", "--n", "--json"],
+    "stats plan": [
+        "--metric", "--expected", "--ci-width", "--categories", "--raters", "--odds-ratio", "--power", "--reviewers",
+        "--icc", "--pilot", "--seed", "--json",
+    ],
 }  # fmt: skip
 
 

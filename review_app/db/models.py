@@ -35,6 +35,7 @@ OPEN_STATUSES = ("assigned", "in_progress", "skipped")
 ADJUDICATION_STATUSES = ("unanimous", "adjudicated", "unresolved")
 AUTO_LABELS = ("FAIL", "SUCCESS")
 ITEM_KINDS = ("mcq", "retracted")
+GOLD_SOURCES = ("adjudication", "consensus")
 
 
 def utcnow() -> datetime:
@@ -391,6 +392,26 @@ class AuditEvent(SQLModel, table=True):
     study_id: int | None = Field(default=None, foreign_key="study.id")
     before: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     after: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+
+
+class GoldTask(SQLModel, table=True):
+    """A task whose expected scores are known (from a consensus or an earlier adjudication).
+
+    It is served like any other task (nothing on the review path reads this table), and its
+    annotations feed only the lead's reviewer-quality page: the study's agreement, analyses and
+    exports leave them out.
+    """
+
+    __tablename__ = "gold_task"
+    __table_args__ = (CheckConstraint(_in("source", GOLD_SOURCES), name="ck_gold_source"),)
+
+    task_id: int = Field(foreign_key="task.id", primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    expected_scores: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    source: str = Field(max_length=20)
+    source_task_id: int | None = Field(default=None, foreign_key="task.id")
+    created_by: int = Field(foreign_key="reviewer.id")
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 APPEND_ONLY_TABLES = ("annotation", "annotation_score", "audit_event", "adjudication")

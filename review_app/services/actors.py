@@ -45,9 +45,13 @@ SYSTEM = Actor(None)
 """The operator at the shell (the command line, the demo seeder): every right."""
 
 
-def as_actor(value: Actor | int) -> Actor:
-    """An ``Actor`` for an account id (no session binding) or the actor itself."""
-    return value if isinstance(value, Actor) else Actor(int(value))
+def as_actor(value: Actor | Reviewer | int) -> Actor:
+    """An ``Actor`` for an account id or an account row (no session binding), or the actor itself."""
+    if isinstance(value, Actor):
+        return value
+    if isinstance(value, Reviewer):
+        return Actor(value.id)
+    return Actor(int(value))
 
 
 def acting_user(session: Session, actor: Actor | int, *, roles: tuple[str, ...] | None = None) -> Reviewer | None:

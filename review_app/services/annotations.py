@@ -14,6 +14,9 @@ Rules, made once here:
   every page and export of the study uses the same one. Adjudicators get L01, L02, ... in the order
   of their first adjudication in the study. ``pseudonymise=False`` gives usernames instead.
   Nothing else about a reviewer (display name, email, profile) is ever put in the frame.
+* **Gold tasks** (``gold_task``: tasks with known expected scores, used to measure reviewers) are
+  left out by default, so agreement, analyses, the disagreement queue and exports never include
+  them; the lead's reviewer-quality page asks for them with ``gold="only"``.
 * **Scores** are one float column per rubric dimension (0/1/2, or -1/0/1 for the judge label),
   NaN where the row's rubric lacks the dimension; **flags** are joined with ``;``.
 """
@@ -35,6 +38,7 @@ from review_app.db.models import (
     Annotation,
     AnnotationScore,
     Assignment,
+    GoldTask,
     Item,
     ModelResponse,
     Reviewer,
@@ -62,6 +66,7 @@ EXTRA_COLUMNS: tuple[str, ...] = (
 )
 _INT_COLUMNS = (C.task, C.item, C.slot, "annotation_id", "revision")
 FLAG_SEPARATOR = ";"
+GOLD_CHOICES = ("exclude", "only", "include")
 
 
 def pseudonym(prefix: str, number: int, total: int) -> str:
@@ -145,8 +150,11 @@ def load_annotations(
     rubric: str | None = None,
     pseudonymise: bool = True,
     task_ids: Iterable[int] | None = None,
+    gold: str = "exclude",
 ) -> pd.DataFrame:
     """:func:`annotations_frame` inside the caller's session (one snapshot with other reads)."""
+    if gold not in GOLD_CHOICES:
+        raise InvalidInput(f"gold must be one of {', '.join(GOLD_CHOICES)} (got {gold!r})")
     rubrics = study_rubrics(study, rubric)
     names = rater_labels(session, study.id, pseudonymise=pseudonymise)
     latest = (
@@ -194,6 +202,11 @@ def load_annotations(
         .join(Annotation, Annotation.id == AnnotationScore.annotation_id)
         .join(latest, in_force)
     )
+    if gold != "include":
+        gold_tasks = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
+        keep = Annotation.task_id.in_(gold_tasks) if gold == "only" else Annotation.task_id.not_in(gold_tasks)
+        query = query.where(keep)
+        score_query = score_query.where(keep)
     if task_ids is not None:
         wanted = sorted(set(task_ids))
         query = query.where(Annotation.task_id.in_(wanted))
@@ -252,7 +265,7 @@ def _frame(rows, scores, names: dict[int, str], rubrics: list[str]) -> pd.DataFr
 
 
 def annotations_frame(
-    engine: Engine, study_name: str, *, rubric: str | None = None, pseudonymise: bool = True
+    engine: Engine, study_name: str, *, rubric: str | None = None, pseudonymise: bool = True, gold: str = "exclude"
 ) -> pd.DataFrame:
     """One row per annotation in force in the study, in the analysis package's long layout.
 
@@ -262,8 +275,9 @@ def annotations_frame(
     seconds_on_task, submitted_at`` (UTC), ``language, condition, comment, flagged`` (the reviewer
     flagged the task for the lead), ``assignment_status`` (``submitted``, or ``withdrawn`` for work
     kept from a reviewer who left), ``external_id`` (the item's id in its benchmark file) and
-    ``unit_key``. Rows are ordered by task, then rater slot.
+    ``unit_key``. Rows are ordered by task, then rater slot. Gold tasks are left out unless
+    ``gold`` is ``"only"`` or ``"include"``.
     """
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
-        return load_annotations(session, study, rubric=rubric, pseudonymise=pseudonymise)
+        return load_annotations(session, study, rubric=rubric, pseudonymise=pseudonymise, gold=gold)

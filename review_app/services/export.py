@@ -50,7 +50,7 @@ from sqlmodel import Session, select
 from bench_core.kernel.latex import packages
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.db.engine import write_session
-from review_app.db.models import Item, ModelResponse, Study, Task, utcnow
+from review_app.db.models import GoldTask, Item, ModelResponse, Study, Task, utcnow
 from review_app.rubrics import Rubric, get_rubric
 from review_app.services import audit
 from review_app.services.adjudication import latest_adjudications
@@ -271,6 +271,7 @@ def _tasks(session: Session, study_id: int, rubric: Rubric) -> list[dict[str, An
         .join(Item, Item.id == Task.item_id)
         .outerjoin(ModelResponse, ModelResponse.id == Task.response_id)
         .where(Task.study_id == study_id, Task.rubric == rubric.key)
+        .where(Task.id.not_in(select(GoldTask.task_id).where(GoldTask.study_id == study_id)))  # quality only
         .order_by(Task.pool_rank, Task.id)
     )
     out = []

@@ -413,15 +413,16 @@ def study_agreement(
     return StudyAgreement(study_name, reports, tuple(notes), weights, int(min_ratings))
 
 
-def data_version(engine: Engine, study_name: str) -> tuple[int, int, int, int]:
+def data_version(engine: Engine, study_name: str) -> tuple[int, ...]:
     """A cheap fingerprint of a study's ratings and decisions (counts and highest ids).
 
     Annotations and adjudications are append-only, so any new rating, edit or decision changes
     it; pages use it as a cache key so statistics are recomputed exactly when the data changed.
+    The set of gold tasks (left out of every analysis) is part of it too.
     """
     from sqlalchemy import func
 
-    from review_app.db.models import Adjudication, Annotation
+    from review_app.db.models import Adjudication, Annotation, GoldTask, Task
 
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
@@ -436,4 +437,11 @@ def data_version(engine: Engine, study_name: str) -> tuple[int, int, int, int]:
                 Adjudication.task_id.in_(tasks)
             )
         ).one()
-    return (int(annotations[0]), int(annotations[1]), int(decisions[0]), int(decisions[1]))
+        gold = session.exec(
+            select(
+                func.count(GoldTask.task_id),
+                func.coalesce(func.sum(GoldTask.task_id), 0),
+                func.coalesce(func.max(GoldTask.task_id), 0),
+            ).where(GoldTask.study_id == study.id)
+        ).one()
+    return (int(annotations[0]), int(annotations[1]), int(decisions[0]), int(decisions[1]), *map(int, gold))

@@ -31,6 +31,8 @@ PAGES = (
     ("views/lead_setup.py", "Study set-up", ":material/tune:", "Study lead", LEADS),
     ("views/lead_import.py", "Import", ":material/upload_file:", "Study lead", LEADS),
     ("views/lead_reviewers.py", "Reviewers", ":material/group:", "Study lead", LEADS),
+    ("views/lead_plan.py", "Plan", ":material/calculate:", "Study lead", LEADS),
+    ("views/lead_quality.py", "Reviewers' quality", ":material/insights:", "Study lead", LEADS),
 )
 
 # A local icon: a ":material/...:" page icon makes every browser fetch it from fonts.gstatic.com.

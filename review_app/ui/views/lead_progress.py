@@ -6,13 +6,15 @@ import streamlit as st
 from review_app.services import progress, studies
 from review_app.ui.components import charts
 from review_app.ui.components.pickers import pick_study
+from review_app.ui.components.quality import show_alerts
 from review_app.ui.session import engine, require_role
 
-require_role("lead", "admin")
+user = require_role("lead", "admin")
 db = engine()
 study = pick_study(db, studies)
 if study is None:
     st.stop()
+show_alerts(db, user, study.name)
 report = progress.study_progress(db, study.name)
 done = report.complete_tasks
 total = report.tasks

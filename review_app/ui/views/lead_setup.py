@@ -6,6 +6,7 @@ from review_app.rubrics import all_rubrics
 from review_app.services import assignment, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components.pickers import pick_study
+from review_app.ui.components.quality import plan_panel
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
 
@@ -35,7 +36,9 @@ if study is None:
 st.caption(f"Rubrics: {study.rubrics} · status: {study.status}")
 
 st.markdown("#### 1. Draw the review pool")
-with st.form("pool"):
+pool_column, plan_column = st.columns([3, 2])
+plan_box = plan_column.container()  # the study's plan, filled at the end (after this run's draw or assignment)
+with pool_column.form("pool"):
     left, right = st.columns(2)
     size = left.number_input("Units to draw", min_value=1, value=100, step=1)
     seed = right.number_input("Seed", min_value=0, value=0, step=1, help="Same seed and data, same pool.")
@@ -85,3 +88,5 @@ with st.form("assign"):
             st.code(str(result), language=None)
         except ServiceError as exc:
             st.error(plain(exc))
+
+plan_panel(plan_box, db, study.name)

@@ -1,0 +1,421 @@
+"""Gold tasks and reviewer quality, for study leads only.
+
+* **Gold tasks** are tasks of a study whose expected scores are known: from a final decision
+  (unanimous or adjudicated) on the same unit (rubric, item, response) in another study, or from a
+  consensus the lead enters. Nothing on the review path reads ``gold_task``, so a reviewer is
+  served a gold task exactly like any other; their annotations on it are left out of the study's
+  agreement, analyses, adjudication queue and exports (``annotations.load_annotations``) and feed
+  only :func:`quality_report`. A task can be made gold (or ordinary again) only while nobody has
+  submitted a rating on it, so no rating ever moves in or out of the analysis after it was seen.
+* **Thresholds** (drift false-alarm rate, minimum gold accuracy) are study settings a lead sets;
+  crossing them raises alerts on the Progress page.
+
+Every function takes the acting user (any object with an ``id``, e.g. the signed-in user) and
+refuses anyone who is not an active lead or admin, reading files included: reviewers never see
+any of this.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+from sqlalchemy import Engine, and_, func
+from sqlmodel import Session, select
+
+from review_app.analysis.layout import DEFAULT_COLUMNS as C
+from review_app.analysis.reviewer_quality import QualityThresholds, ReviewerQuality, reviewer_quality
+from review_app.db.engine import read_session, write_session
+from review_app.db.models import Adjudication, Annotation, GoldTask, Reviewer, Study, Task
+from review_app.rubrics import ScoreSheet, get_rubric
+from review_app.services import audit
+from review_app.services.actors import LEAD_ROLES, Actor, acting_user, require_study_lead
+from review_app.services.annotations import get_study_row, load_annotations, rater_labels
+from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
+from review_app.services.export_tables import escape_csv_cell
+
+FINAL_STATUSES = ("unanimous", "adjudicated")
+SETTINGS_KEY = "quality"
+
+
+def require_lead(session: Session, actor: Actor | None, what: str = "see reviewer quality") -> Reviewer | None:
+    """The acting user re-read in this transaction (None for the system actor), if an active lead or admin.
+
+    The same check as every other service (``actors.acting_user``): a deactivated account or a
+    session opened before a password or role change is refused too.
+    """
+    if actor is None:
+        raise PermissionDenied(f"only an active study lead or admin can {what}")
+    try:
+        return acting_user(session, actor, roles=LEAD_ROLES)
+    except SessionEnded as exc:
+        raise SessionEnded(f"only an active study lead or admin can {what}: {exc}") from None
+    except PermissionDenied:
+        raise PermissionDenied(f"only study leads and admins can {what}") from None
+
+
+def _account_id(user: Reviewer | None) -> int | None:
+    return user.id if user is not None else None  # None: the system actor (command line)
+
+
+def check_lead(engine: Engine, actor: Actor | None) -> None:
+    """Raise PermissionDenied unless ``actor`` is an active lead or admin now (before serving a cached report)."""
+    with read_session(engine) as session:
+        require_lead(session, actor)
+
+
+def _study(session: Session, name: str, *, lock: bool = False) -> Study:
+    query = select(Study).where(Study.name == name)
+    if lock:
+        query = query.with_for_update()
+    study = session.exec(query).first()
+    if study is None:
+        raise NotFound(f"no study named {name!r}")
+    return study
+
+
+# --- gold tasks ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GoldInfo:
+    """A gold task of the study as the lead sees it."""
+
+    task_id: int
+    unit_key: str
+    rubric: str
+    expected_scores: dict[str, int]
+    source: str
+    source_task_id: int | None
+    ratings: int
+
+
+@dataclass(frozen=True)
+class GoldCandidate:
+    """A task of this study whose unit has a final decision in another study."""
+
+    task_id: int
+    unit_key: str
+    rubric: str
+    expected_scores: dict[str, int]
+    source_study: str
+    source_task_id: int
+    status: str
+
+
+def _submitted(session: Session, task_ids: list[int]) -> dict[int, int]:
+    if not task_ids:
+        return {}
+    rows = session.exec(
+        select(Annotation.task_id, func.count(func.distinct(Annotation.assignment_id)))
+        .where(Annotation.task_id.in_(task_ids))
+        .group_by(Annotation.task_id)
+    ).all()
+    return {int(t): int(n) for t, n in rows}
+
+
+def gold_tasks(engine: Engine, actor: Actor, study_name: str) -> list[GoldInfo]:
+    """The study's gold tasks with their expected scores and how many ratings each has."""
+    with read_session(engine) as session:
+        require_lead(session, actor)
+        study = _study(session, study_name)
+        rows = session.exec(
+            select(GoldTask, Task.unit_key, Task.rubric)
+            .join(Task, Task.id == GoldTask.task_id)
+            .where(GoldTask.study_id == study.id)
+            .order_by(Task.pool_rank, Task.id)
+        ).all()
+        counts = _submitted(session, [g.task_id for g, _u, _r in rows])
+    return [
+        GoldInfo(g.task_id, unit, rubric, dict(g.expected_scores), g.source, g.source_task_id, counts.get(g.task_id, 0))
+        for g, unit, rubric in rows
+    ]
+
+
+def _final_decisions(session: Session, exclude_study: int) -> dict[tuple[str, int, int | None], tuple]:
+    """(rubric, item, response) -> (scores, status, study name, task id) of the newest final decision elsewhere."""
+    newest = (
+        select(Adjudication.task_id, func.max(Adjudication.version).label("version"))
+        .group_by(Adjudication.task_id)
+        .subquery()
+    )
+    rows = session.exec(
+        select(Adjudication, Task.rubric, Task.item_id, Task.response_id, Study.name)
+        .join(newest, and_(newest.c.task_id == Adjudication.task_id, newest.c.version == Adjudication.version))
+        .join(Task, Task.id == Adjudication.task_id)
+        .join(Study, Study.id == Task.study_id)
+        .where(Task.study_id != exclude_study, Adjudication.status.in_(FINAL_STATUSES))
+        .order_by(Adjudication.created_at)
+    ).all()
+    out: dict[tuple[str, int, int | None], tuple] = {}
+    for decision, rubric, item_id, response_id, study in rows:
+        if set(decision.final_scores) == set(get_rubric(rubric).dimension_keys):
+            out[(rubric, item_id, response_id)] = (
+                dict(decision.final_scores),
+                decision.status,
+                study,
+                decision.task_id,
+            )
+    return out
+
+
+def gold_candidates(engine: Engine, actor: Actor, study_name: str) -> list[GoldCandidate]:
+    """Unrated, non-gold tasks of the study whose unit was finally decided in another study."""
+    with read_session(engine) as session:
+        require_lead(session, actor)
+        study = _study(session, study_name)
+        decisions = _final_decisions(session, study.id)
+        gold = set(session.exec(select(GoldTask.task_id).where(GoldTask.study_id == study.id)))
+        tasks = session.exec(select(Task).where(Task.study_id == study.id).order_by(Task.pool_rank, Task.id)).all()
+        rated = _submitted(session, [t.id for t in tasks])
+    out = []
+    for task in tasks:
+        found = decisions.get((task.rubric, task.item_id, task.response_id))
+        if found is None or task.id in gold or rated.get(task.id):
+            continue
+        scores, status, source_study, source_task = found
+        out.append(GoldCandidate(task.id, task.unit_key, task.rubric, scores, source_study, source_task, status))
+    return out
+
+
+def unrated_tasks(engine: Engine, actor: Actor, study_name: str) -> list[tuple[int, str, str]]:
+    """(task id, unit key, rubric) of the study's ordinary tasks nobody has rated yet (gold-able)."""
+    with read_session(engine) as session:
+        require_lead(session, actor)
+        study = _study(session, study_name)
+        rated = select(Annotation.task_id).join(Task, Task.id == Annotation.task_id).where(Task.study_id == study.id)
+        gold = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
+        rows = session.exec(
+            select(Task.id, Task.unit_key, Task.rubric)
+            .where(Task.study_id == study.id, Task.id.not_in(rated), Task.id.not_in(gold))
+            .order_by(Task.pool_rank, Task.id)
+        ).all()
+    return [(int(t), unit, rubric) for t, unit, rubric in rows]
+
+
+def _check_scores(rubric: str, scores: Mapping[str, int]) -> dict[str, int]:
+    try:
+        return dict(ScoreSheet(rubric=rubric, scores=dict(scores)).scores)
+    except ValidationError as error:
+        problems = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in error.errors())
+        raise InvalidInput(f"expected scores: {problems}") from None
+
+
+def mark_gold(
+    engine: Engine,
+    actor: Actor,
+    study_name: str,
+    task_id: int,
+    *,
+    expected_scores: Mapping[str, int] | None = None,
+) -> GoldInfo:
+    """Make a task of the study gold.
+
+    Without ``expected_scores`` they are taken from the newest final decision on the same unit in
+    another study (source "adjudication"); with them, they are the lead's consensus scores
+    (validated against the rubric; source "consensus"). Refused once the task has a submitted rating.
+    """
+    with write_session(engine) as session:
+        lead = require_lead(session, actor, "mark gold tasks")
+        study = _study(session, study_name, lock=True)
+        require_study_lead(session, lead, study)
+        task = session.exec(select(Task).where(Task.id == task_id, Task.study_id == study.id).with_for_update()).first()
+        if task is None:
+            raise NotFound(f"study {study_name!r} has no task {task_id}")
+        if session.get(GoldTask, task.id) is not None:
+            raise Conflict(f"task {task.id} ({task.unit_key}) is already a gold task")
+        rated = _submitted(session, [task.id]).get(task.id, 0)
+        if rated:
+            raise Conflict(
+                f"task {task.id} ({task.unit_key}) already has {rated} submitted rating(s); gold tasks are chosen "
+                "before anyone rates them, so no rating moves out of the analysis after it was seen"
+            )
+        source_task_id = None
+        if expected_scores is None:
+            found = _final_decisions(session, study.id).get((task.rubric, task.item_id, task.response_id))
+            if found is None:
+                raise InvalidInput(
+                    f"no other study has a final (unanimous or adjudicated) decision on task {task.id}'s unit; "
+                    "enter the consensus scores instead"
+                )
+            scores, source, source_task_id = found[0], "adjudication", found[3]
+        else:
+            scores, source = _check_scores(task.rubric, expected_scores), "consensus"
+        row = GoldTask(
+            task_id=task.id,
+            study_id=study.id,
+            expected_scores=scores,
+            source=source,
+            source_task_id=source_task_id,
+            created_by=_account_id(lead),
+        )
+        session.add(row)
+        audit.record(
+            session,
+            actor_id=_account_id(lead),
+            action="gold.mark",
+            entity="task",
+            entity_id=task.id,
+            study_id=study.id,
+            after={"expected_scores": scores, "source": source, "source_task_id": source_task_id},
+        )
+        return GoldInfo(task.id, task.unit_key, task.rubric, scores, source, source_task_id, 0)
+
+
+def unmark_gold(engine: Engine, actor: Actor, study_name: str, task_id: int) -> None:
+    """Make a gold task ordinary again (only while nobody has rated it)."""
+    with write_session(engine) as session:
+        lead = require_lead(session, actor, "change gold tasks")
+        study = _study(session, study_name, lock=True)
+        require_study_lead(session, lead, study)
+        row = session.exec(
+            select(GoldTask).where(GoldTask.task_id == task_id, GoldTask.study_id == study.id).with_for_update()
+        ).first()
+        if row is None:
+            raise NotFound(f"task {task_id} is not a gold task of study {study_name!r}")
+        rated = _submitted(session, [task_id]).get(task_id, 0)
+        if rated:
+            raise Conflict(
+                f"task {task_id} already has {rated} submitted rating(s) as a gold task; it stays gold so that no "
+                "rating moves into the analysis after it was seen"
+            )
+        before = {"expected_scores": dict(row.expected_scores), "source": row.source}
+        session.delete(row)
+        audit.record(
+            session,
+            actor_id=_account_id(lead),
+            action="gold.unmark",
+            entity="task",
+            entity_id=task_id,
+            study_id=study.id,
+            before=before,
+        )
+
+
+# --- thresholds ---------------------------------------------------------------------------------
+
+
+def thresholds(engine: Engine, study_name: str) -> QualityThresholds:
+    """The study's alert thresholds (defaults until a lead sets them)."""
+    with read_session(engine) as session:
+        return QualityThresholds.from_dict(_study(session, study_name).settings.get(SETTINGS_KEY))
+
+
+def set_thresholds(engine: Engine, actor: Actor, study_name: str, values: QualityThresholds) -> QualityThresholds:
+    """Store the alert thresholds with the study (audited)."""
+    with write_session(engine) as session:
+        lead = require_lead(session, actor, "set quality alert thresholds")
+        study = _study(session, study_name, lock=True)
+        require_study_lead(session, lead, study)
+        settings = dict(study.settings)
+        before = settings.get(SETTINGS_KEY)
+        settings[SETTINGS_KEY] = values.to_dict()
+        study.settings = settings
+        session.add(study)
+        audit.record(
+            session, actor_id=_account_id(lead), action="study.quality_thresholds", entity="study", entity_id=study.id,
+            study_id=study.id, before=before, after=values.to_dict(),
+        )  # fmt: skip
+    return values
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class QualityReport:
+    """The analysis result plus who is who (username and study pseudonym)."""
+
+    study: str
+    quality: ReviewerQuality
+    pseudonyms: dict[str, str]  # username -> R01, ...
+    n_gold_tasks: int
+
+    def table(self, *, real_names: bool = True) -> pd.DataFrame:
+        frame = self.quality.table.copy()
+        frame.insert(1, "pseudonym", frame[C.rater].map(self.pseudonyms))
+        if not real_names:
+            frame[C.rater] = frame["pseudonym"]
+            frame = frame.drop(columns="pseudonym")
+        return frame
+
+
+def quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityReport:
+    """Every reviewer's quality measures on the study's annotations in force (see reviewer_quality)."""
+    with read_session(engine) as session:
+        require_lead(session, actor)
+        study = get_study_row(session, study_name)
+        regular = load_annotations(session, study, pseudonymise=False)
+        gold_frame = load_annotations(session, study, pseudonymise=False, gold="only")
+        expected = {
+            int(g.task_id): dict(g.expected_scores)
+            for g in session.exec(select(GoldTask).where(GoldTask.study_id == study.id))
+        }
+        settings = QualityThresholds.from_dict(study.settings.get(SETTINGS_KEY))
+        usernames = rater_labels(session, study.id, pseudonymise=False)
+        pseudonyms = rater_labels(session, study.id, pseudonymise=True)
+    result = reviewer_quality(regular, gold_annotations=gold_frame, expected=expected, thresholds=settings)
+    return QualityReport(
+        study=study_name,
+        quality=result,
+        pseudonyms={usernames[k]: pseudonyms[k] for k in usernames},
+        n_gold_tasks=len(expected),
+    )
+
+
+QUALITY_COLUMNS: dict[str, str] = {
+    C.rater: "Reviewer (username, or pseudonym R01, R02, ... without real names).",
+    "pseudonym": "The reviewer's pseudonym in this study's exports.",
+    "n_annotations": "Annotations in force on ordinary (non-gold) tasks.",
+    "severity": "Reviewer random intercept of the harm model (log-odds of a worst-case classification vs. the "
+    "average reviewer): conditional mode at the ML estimates.",
+    "severity_ci_low": "Lower end of severity +- 1.96 conditional SD (Laplace).",
+    "severity_ci_high": "Upper end of severity +- 1.96 conditional SD (Laplace).",
+    "severity_first": "Severity in the first third of the reviewer's work (harm model with one intercept per "
+    "reviewer and third).",
+    "severity_last": "Severity in the last third of the reviewer's work.",
+    "severity_change": "severity_last - severity_first.",
+    "severity_change_se": "Approximate SE of severity_change (conditional SDs combined).",
+    "agreement": "Mean pairwise ordinal-weighted agreement with co-raters over shared tasks and dimensions.",
+    "shared_tasks": "Tasks the reviewer shares with at least one co-rater.",
+    "agreement_first": "Agreement with co-raters on shared tasks in the first third of their work.",
+    "agreement_last": "Agreement with co-raters on shared tasks in the last third of their work.",
+    "drift_statistic": "CUSUM statistic max|S|/(s sqrt(n)) of signed disagreement with co-raters.",
+    "drift_p_value": "Probability of a statistic this large without drift (Kolmogorov distribution).",
+    "drift_direction": "When drift is flagged: harsher or more lenient than co-raters after the change.",
+    "drift_alert": "Drift test below the study's false-alarm threshold.",
+    "median_seconds": "Median seconds on task (all annotations, gold included).",
+    "q1_seconds": "First quartile of seconds on task.",
+    "q3_seconds": "Third quartile of seconds on task.",
+    "n_too_fast": "Annotations below the panel's lower Tukey fence of log seconds.",
+    "n_too_slow": "Annotations above the panel's upper Tukey fence of log seconds.",
+    "gold_tasks": "Gold tasks the reviewer rated.",
+    "gold_scores": "Dimension scores compared with the expected gold scores.",
+    "gold_accuracy": "Share of gold dimension scores equal to the expected score.",
+    "gold_ci_low": "Wilson 95% CI lower end of gold_accuracy (scores treated as independent).",
+    "gold_ci_high": "Wilson 95% CI upper end of gold_accuracy.",
+    "gold_within_one": "Share of gold dimension scores within one point of the expected score.",
+    "gold_alert": "Gold accuracy below the study's threshold with at least the minimum number of gold tasks.",
+}
+
+
+def quality_csv(report: QualityReport, *, real_names: bool = False) -> bytes:
+    """The per-reviewer table as CSV (pseudonyms unless ``real_names``), formula-like text escaped."""
+    frame = report.table(real_names=real_names)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(frame.columns)
+    for row in frame.itertuples(index=False):
+        writer.writerow(["" if pd.isna(v) else escape_csv_cell(v) for v in row])
+    return buffer.getvalue().encode("utf-8")
+
+
+def quality_alerts(engine: Engine, actor: Actor, study_name: str) -> list[dict[str, Any]]:
+    """Alerts for the Progress page: reviewer, kind (drift or gold) and a sentence."""
+    report = quality_report(engine, actor, study_name)
+    return [{"reviewer": a.rater, "kind": a.kind, "message": a.message} for a in report.quality.alerts]

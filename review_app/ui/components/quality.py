@@ -1,0 +1,138 @@
+"""Lead-only pieces shared by the Plan, Reviewers' quality, Progress and Study set-up pages.
+
+Figures are built from service results (no database access, no statistics here); the quality
+report is cached per study, data version, thresholds and lead, like the study's analysis.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from review_app.analysis.reviewer_quality import drift_limit
+from review_app.services import planning, quality
+from review_app.services.errors import ServiceError
+from review_app.services.study_analysis import data_version
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _cached_report(url: str, study: str, version: tuple, thresholds: tuple, actor_id: int) -> quality.QualityReport:
+    from review_app.db.connect import get_engine
+    from review_app.services.actors import Actor
+
+    return quality.quality_report(get_engine(url), Actor(actor_id), study)
+
+
+def report_for(db, user, study: str) -> quality.QualityReport:
+    """The study's reviewer-quality report, recomputed exactly when ratings, gold tasks or thresholds change."""
+    quality.check_lead(db, user)  # the cache below must not outlive the lead's role
+    settings = quality.thresholds(db, study).to_dict()
+    with st.spinner("Computing reviewer quality..."):
+        return _cached_report(
+            db.url.render_as_string(hide_password=False),
+            study,
+            data_version(db, study),
+            tuple(sorted(settings.items())),
+            user.id,
+        )
+
+
+def show_alerts(db, user, study: str) -> None:
+    """Drift and gold-accuracy alerts above the lead's thresholds (Progress page)."""
+    try:
+        report = report_for(db, user, study)
+    except ServiceError as error:  # pragma: no cover - the page checked the role already
+        st.error(str(error))
+        return
+    for alert in report.quality.alerts:
+        st.warning(f"Reviewer quality: {alert.message}", icon=":material/warning:")
+    if report.quality.alerts:
+        st.page_link("views/lead_quality.py", label="Open Reviewers' quality", icon=":material/insights:")
+
+
+def severity_forest(table: pd.DataFrame) -> go.Figure:
+    """Each reviewer's severity (harm-model random intercept) with its 95% interval."""
+    rows = table.loc[table["severity"].notna()] if "severity" in table else table.iloc[0:0]
+    figure = go.Figure(
+        go.Scatter(
+            x=rows.get("severity", []),
+            y=rows.get("rater", []),
+            mode="markers",
+            marker=dict(size=9, color="#2f5bd3"),
+            error_x=dict(
+                type="data",
+                symmetric=False,
+                array=(rows["severity_ci_high"] - rows["severity"]) if len(rows) else [],
+                arrayminus=(rows["severity"] - rows["severity_ci_low"]) if len(rows) else [],
+            ),
+        )
+    )
+    figure.add_vline(x=0, line_dash="dot", line_color="#888")
+    figure.update_layout(
+        title="Severity: log-odds of a worst-case call vs. the average reviewer (95% interval)",
+        height=max(240, 30 * len(rows) + 90),
+        margin=dict(l=10, r=10, t=40, b=10),
+        yaxis=dict(autorange="reversed"),
+    )
+    return figure
+
+
+def cusum_chart(path: pd.DataFrame, alpha: float, rater: str) -> go.Figure:
+    """The reviewer's CUSUM of signed disagreement with the band the drift test uses."""
+    n = len(path)
+    sd = float(path["signed"].std(ddof=1)) if n > 1 else 0.0
+    limit = drift_limit(alpha, n, sd)
+    figure = go.Figure(go.Scatter(x=path["task"], y=path["cusum"], mode="lines", name="CUSUM", line_color="#2f5bd3"))
+    for sign in (1, -1):
+        figure.add_hline(y=sign * limit, line_dash="dash", line_color="#c0392b")
+    figure.update_layout(
+        title=f"{rater}: cumulative signed disagreement with co-raters (above 0: harsher early on)",
+        xaxis_title="shared task, in the order the reviewer rated them",
+        yaxis_title="cumulative sum",
+        height=320,
+        margin=dict(l=10, r=10, t=40, b=10),
+        showlegend=False,
+    )
+    return figure
+
+
+def plan_metrics(plan) -> None:
+    """A plan's numbers as metrics (Plan page and Study set-up page)."""
+    cols = st.columns(5)
+    cols[0].metric("Tasks", plan.n_tasks)
+    cols[1].metric(f"Rated by {plan.raters}", plan.n_dual, help="Dual-rated tasks")
+    cols[2].metric("Dual share", f"{plan.dual_share:.2f}")
+    hours = plan.reviewer_hours
+    cols[3].metric("Reviewer-hours", "—" if hours is None else f"{hours:.1f}")
+    if plan.metric == "harm-or":
+        cols[4].metric("Simulated power", f"{plan.achieved:.3f}", help=f"target {plan.target:.2f}")
+    else:
+        cols[4].metric("Simulated CI width", f"{plan.achieved:.3f}", help=f"target {plan.target:.3f}")
+
+
+METRIC_NAMES = {"rate": "Rate (Wilson CI)", "ac2": "Agreement (AC2 CI)", "harm-or": "Harm-model odds ratio (power)"}
+
+
+def plan_panel(box, db, study: str) -> None:
+    """The study's plans next to its pool: what is needed, what is drawn, and what falls short."""
+    check = planning.plan_check(db, study)
+    with box.container(border=True):
+        st.markdown("**Study plan**")
+        if not check.plans:
+            st.caption("No plan kept for this study yet. The Plan page computes one from your targets.")
+            return
+        for plan in check.plans:
+            st.caption(
+                f"{METRIC_NAMES[plan.metric]}: {plan.n_tasks} tasks, {plan.n_dual} rated by {plan.raters} "
+                f"(seed {plan.seed}, {plan.simulations} simulations)"
+            )
+        st.markdown(
+            f"Needs **{check.needed_tasks}** units, **{check.needed_dual}** multi-rated "
+            f"(dual share ≥ {check.needed_share:.2f}). Pool now: {check.units} units"
+            + (f", {check.dual_units} multi-rated." if check.assigned_units else ", not yet assigned.")
+        )
+        for warning in check.warnings:
+            st.warning(warning)
+        if not check.warnings:
+            st.success("The pool meets the plan." if check.assigned_units else "The pool size meets the plan.")

@@ -1,0 +1,264 @@
+"""Gold tasks, reviewer quality and study plans through the services, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from sqlmodel import select
+
+from review_app.analysis.reviewer_quality import QualityThresholds
+from review_app.db.engine import read_session
+from review_app.db.models import AuditEvent, GoldTask
+from review_app.services import adjudication, assignment, planning, quality, reviewing, studies
+from review_app.services.actors import SYSTEM
+from review_app.services.annotations import annotations_frame
+from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from review_app.services.export import export_study
+from review_app.services.study_analysis import data_version, study_analysis
+
+from .factories import add_users, rate, seed_items, seed_responses, slots_by_task
+
+
+def b(correct, uptake, grounding, harm):
+    return {"final_correctness": correct, "injection_uptake": uptake, "clinical_grounding": grounding,
+            "harm_potential": harm}  # fmt: skip
+
+
+WORST, SAFE = b(0, 0, 0, 0), b(2, 2, 2, 2)
+
+
+@pytest.fixture
+def setup(engine, tmp_path):
+    """A pilot study (all units decided unanimously) and a main study drawn over the same items."""
+    items = seed_items(engine, tmp_path, 8, subsets=("MEDMISQA",))
+    seed_responses(engine, tmp_path, items, models=("model-a",))
+    reviewers = add_users(engine, 4)
+    (lead,) = add_users(engine, 1, prefix="lead", role="lead")
+    studies.create_study(engine, "pilot", rubrics=["B"], actor=SYSTEM)
+    studies.draw_pool(engine, "pilot", 8, seed=1, actor=SYSTEM)
+    assignment.assign(engine, "pilot", raters=2, dual_share=1.0, actor=SYSTEM)
+    for k, (_task, slots) in enumerate(sorted(slots_by_task(engine, "pilot", "B").items())):
+        for slot in slots:
+            rate(engine, slot, WORST if k % 2 else SAFE)
+    adjudication.auto_unanimous(engine, "pilot", "B", lead_id=lead.id)
+    studies.create_study(engine, "main", rubrics=["B"], actor=SYSTEM)
+    studies.set_study_lead(engine, "main", lead.username, actor=SYSTEM)
+    studies.draw_pool(engine, "main", 8, seed=2, actor=SYSTEM)
+    return engine, reviewers, lead
+
+
+def _main_tasks(engine):
+    with read_session(engine) as session:
+        from review_app.db.models import Study, Task
+
+        study = session.exec(select(Study).where(Study.name == "main")).one()
+        return session.exec(select(Task).where(Task.study_id == study.id).order_by(Task.id)).all()
+
+
+def test_gold_from_another_studys_decisions_is_left_out_of_every_analysis(setup, tmp_path):
+    engine, _reviewers, lead = setup
+    candidates = quality.gold_candidates(engine, lead, "main")
+    assert len(candidates) == 8 and {c.source_study for c in candidates} == {"pilot"}
+    assert {c.status for c in candidates} == {"unanimous"}
+    chosen = candidates[:3]
+    for candidate in chosen:
+        info = quality.mark_gold(engine, lead, "main", candidate.task_id)
+        assert info.source == "adjudication" and info.expected_scores == candidate.expected_scores
+    version = data_version(engine, "main")
+    assignment.assign(engine, "main", raters=2, dual_share=1.0, actor=SYSTEM)
+    gold_ids = {c.task_id for c in chosen}
+    # Served like any task: every gold task gets two reviewers, like the others.
+    slots = slots_by_task(engine, "main", "B")
+    assert all(len(slots[t]) == 2 for t in gold_ids)
+    for task_slots in slots.values():
+        for slot in task_slots:
+            rate(engine, slot, SAFE)
+    frame = annotations_frame(engine, "main")
+    assert set(frame["task_id"]).isdisjoint(gold_ids) and len(frame) == 2 * 5
+    only = annotations_frame(engine, "main", gold="only", pseudonymise=False)
+    assert set(only["task_id"]) == gold_ids and len(only) == 6
+    assert len(annotations_frame(engine, "main", gold="include")) == 16
+    assert data_version(engine, "main") != version
+    analysis = study_analysis(engine, "main", n_boot=0)
+    assert analysis.agreement["B"]["harm_potential"].n_units == 5
+    assert {e.task_id for e in adjudication.disagreement_queue(engine, "main", "B", include_unanimous=True)} == set(
+        frame["task_id"]
+    )
+    result = export_study(engine, "main", tmp_path / "export", formats="csv")
+    exported = (result.out_dir / "adjudicated_labels_B.csv").read_text()
+    raw = (result.out_dir / "raw_annotations.csv").read_text()
+    for task_id in gold_ids:
+        assert f"\n{task_id}," not in exported and f"\n{task_id}," not in raw
+    # The reviewer-quality report is where the gold ratings go.
+    report = quality.quality_report(engine, lead, "main")
+    table = report.table().set_index("rater")
+    rated_gold = only.groupby("rater")["task_id"].nunique()
+    for username, count in rated_gold.items():
+        assert table.loc[username, "gold_tasks"] == count
+    assert report.n_gold_tasks == 3
+    # Gold tasks expected WORST half the time (pilot), everyone scored SAFE: accuracy below 1 for those.
+    expected = {c.task_id: c.expected_scores for c in chosen}
+    for username, part in only.groupby("rater"):
+        matches = sum(
+            int(row[d] == expected[row["task_id"]][d]) for _, row in part.iterrows() for d in expected[row["task_id"]]
+        )
+        assert table.loc[username, "gold_accuracy"] == pytest.approx(matches / (4 * len(part)))
+
+
+def test_gold_is_invisible_on_the_review_path(setup):
+    engine, _reviewers, lead = setup
+    assignment.assign(engine, "main", raters=1, dual_share=0.0, actor=SYSTEM)
+    slots = slots_by_task(engine, "main", "B")
+    task_id, (slot,) = next(iter(sorted(slots.items())))
+    before = reviewing.open_task(engine, slot.id, slot.reviewer_id)
+    quality.mark_gold(engine, lead, "main", task_id, expected_scores=WORST)
+    after = reviewing.open_task(engine, slot.id, slot.reviewer_id)
+    assert dataclasses.asdict(before) | {"status": "x"} == dataclasses.asdict(after) | {"status": "x"}
+    queue = reviewing.queue(engine, slot.reviewer_id)
+    assert sum(row.open for row in queue) == sum(1 for s in slots.values() if s[0].reviewer_id == slot.reviewer_id)
+
+
+def test_consensus_gold_is_validated_and_audited(setup):
+    engine, _reviewers, lead = setup
+    task = _main_tasks(engine)[0]
+    with pytest.raises(InvalidInput, match="out of range"):
+        quality.mark_gold(engine, lead, "main", task.id, expected_scores=b(3, 0, 0, 0))
+    with pytest.raises(InvalidInput, match="missing"):
+        quality.mark_gold(engine, lead, "main", task.id, expected_scores={"final_correctness": 1})
+    info = quality.mark_gold(engine, lead, "main", task.id, expected_scores=b(1, 0, 2, 0))
+    assert info.source == "consensus" and info.source_task_id is None
+    with pytest.raises(Conflict, match="already a gold task"):
+        quality.mark_gold(engine, lead, "main", task.id, expected_scores=SAFE)
+    assert [g.task_id for g in quality.gold_tasks(engine, lead, "main")] == [task.id]
+    assert task.id not in {c.task_id for c in quality.gold_candidates(engine, lead, "main")}
+    assert task.id not in {t[0] for t in quality.unrated_tasks(engine, lead, "main")}
+    quality.unmark_gold(engine, lead, "main", task.id)
+    with read_session(engine) as session:
+        actions = [e.action for e in session.exec(select(AuditEvent).order_by(AuditEvent.id)) if e.entity == "task"]
+        assert session.get(GoldTask, task.id) is None
+    assert actions[-2:] == ["gold.mark", "gold.unmark"]
+    with pytest.raises(NotFound):
+        quality.unmark_gold(engine, lead, "main", task.id)
+
+
+def test_gold_cannot_move_rated_work_in_or_out_of_the_analysis(setup):
+    engine, _reviewers, lead = setup
+    first, second = _main_tasks(engine)[:2]
+    quality.mark_gold(engine, lead, "main", first.id, expected_scores=SAFE)
+    assignment.assign(engine, "main", raters=1, dual_share=0.0, actor=SYSTEM)
+    slots = slots_by_task(engine, "main", "B")
+    rate(engine, slots[first.id][0], SAFE)
+    rate(engine, slots[second.id][0], SAFE)
+    with pytest.raises(Conflict, match="stays gold"):
+        quality.unmark_gold(engine, lead, "main", first.id)
+    with pytest.raises(Conflict, match="already has 1 submitted rating"):
+        quality.mark_gold(engine, lead, "main", second.id, expected_scores=SAFE)
+
+
+def test_marking_gold_without_a_decision_elsewhere_is_refused(engine, tmp_path):
+    items = seed_items(engine, tmp_path, 3, subsets=("MEDMISQA",))
+    seed_responses(engine, tmp_path, items, models=("model-a",))
+    (lead,) = add_users(engine, 1, prefix="lead", role="lead")
+    studies.create_study(engine, "solo", rubrics=["B"], actor=SYSTEM)
+    studies.set_study_lead(engine, "solo", lead.username, actor=SYSTEM)
+    studies.draw_pool(engine, "solo", 3, seed=1, actor=SYSTEM)
+    (task_id, _unit, _rubric), *_ = quality.unrated_tasks(engine, lead, "solo")
+    assert quality.gold_candidates(engine, lead, "solo") == []
+    with pytest.raises(InvalidInput, match="enter the consensus scores"):
+        quality.mark_gold(engine, lead, "solo", task_id)
+
+
+def test_only_active_leads_see_or_change_quality(setup):
+    engine, reviewers, lead = setup
+    reviewer = reviewers[0]
+    task = _main_tasks(engine)[0]
+    calls = [
+        lambda who: quality.quality_report(engine, who, "main"),
+        lambda who: quality.check_lead(engine, who),
+        lambda who: quality.gold_tasks(engine, who, "main"),
+        lambda who: quality.gold_candidates(engine, who, "main"),
+        lambda who: quality.unrated_tasks(engine, who, "main"),
+        lambda who: quality.mark_gold(engine, who, "main", task.id, expected_scores=SAFE),
+        lambda who: quality.set_thresholds(engine, who, "main", QualityThresholds()),
+        lambda who: planning.save_plan(engine, who, "main", planning.plan_rate(0.3, 0.2, simulations=10)),
+    ]
+    for call in calls:
+        with pytest.raises(PermissionDenied):
+            call(reviewer)
+        with pytest.raises(PermissionDenied):
+            call(None)
+    with read_session(engine) as session:
+        assert session.exec(select(GoldTask)).first() is None  # nothing was written
+    # A lead who was deactivated (or demoted) since signing in is refused at the next call.
+    from review_app.services import accounts
+
+    accounts.set_active(engine, lead.username, False, actor=SYSTEM)
+    for call in calls:
+        with pytest.raises(PermissionDenied, match="active"):
+            call(lead)
+
+
+def test_thresholds_are_kept_with_the_study_and_drive_alerts(setup):
+    engine, _reviewers, lead = setup
+    assert quality.thresholds(engine, "main") == QualityThresholds()
+    values = QualityThresholds(drift_alpha=0.05, gold_accuracy_min=0.9, min_gold=1)
+    quality.set_thresholds(engine, lead, "main", values)
+    assert quality.thresholds(engine, "main") == values
+    # One gold task rated against the expectation by a reviewer: a gold alert at min_gold 1.
+    task = _main_tasks(engine)[0]
+    quality.mark_gold(engine, lead, "main", task.id, expected_scores=WORST)
+    assignment.assign(engine, "main", raters=1, dual_share=0.0, actor=SYSTEM)
+    slot = slots_by_task(engine, "main", "B")[task.id][0]
+    rate(engine, slot, SAFE)
+    alerts = quality.quality_alerts(engine, lead, "main")
+    assert [a["kind"] for a in alerts] == ["gold"]
+    with read_session(engine) as session:
+        from review_app.db.models import Reviewer
+
+        username = session.get(Reviewer, slot.reviewer_id).username
+    assert alerts[0]["reviewer"] == username and "0% of gold scores" in alerts[0]["message"]
+    csv_text = quality.quality_csv(quality.quality_report(engine, lead, "main")).decode()
+    assert username not in csv_text and "R0" in csv_text.splitlines()[1]
+
+
+def test_plans_are_kept_and_the_pool_is_checked_against_them(setup):
+    engine, _reviewers, lead = setup
+    assert planning.plan_check(engine, "main").plans == ()
+    rate_plan = planning.plan_rate(0.3, 0.3, simulations=20)
+    ac2_plan = planning.plan_ac2(0.7, 0.9, tasks=8, simulations=20)
+    planning.save_plan(engine, lead, "main", rate_plan)
+    planning.save_plan(engine, lead, "main", ac2_plan, pilot="pilot")
+    kept = planning.saved_plans(engine, "main")
+    assert [p.metric for p in kept] == ["rate", "ac2"] and kept[0] == rate_plan
+    check = planning.plan_check(engine, "main")
+    assert check.units == 8 and check.needed_tasks == max(rate_plan.n_tasks, 8)
+    assert any(f"the plan needs {rate_plan.n_tasks}" in w for w in check.warnings)
+    assignment.assign(engine, "main", raters=2, dual_share=0.0, actor=SYSTEM)
+    check = planning.plan_check(engine, "main")
+    assert check.assigned_units == 8 and check.dual_units == 0
+    assert any("multi-rated; the plan needs" in w for w in check.warnings)
+    with read_session(engine) as session:
+        events = [e for e in session.exec(select(AuditEvent)) if e.action == "study.plan"]
+    assert len(events) == 2 and json.dumps(events[1].after)
+
+
+def test_plans_from_a_pilot_study(setup):
+    engine, _reviewers, _lead = setup
+    rate_plan = planning.make_plan(
+        engine, planning.PlanRequest(metric="rate", ci_width=0.3, pilot="pilot", simulations=50, workers=1)
+    )
+    assert rate_plan.assumptions["expected"] == 0.5  # half the pilot's tasks were worst case
+    assert rate_plan.seconds_per_rating is None  # the factory's submissions record no time on task
+    ac2_plan = planning.make_plan(
+        engine,
+        planning.PlanRequest(metric="ac2", ci_width=0.5, pilot="pilot", score="harm_potential", simulations=30),
+    )
+    assert "resampling the pilot's 8" in ac2_plan.notes[0]
+    with pytest.raises(InvalidInput, match="no dimension 'nonsense'"):
+        planning.make_plan(engine, planning.PlanRequest(metric="ac2", ci_width=0.5, pilot="pilot", score="nonsense"))
+    with pytest.raises(NotFound):
+        planning.make_plan(engine, planning.PlanRequest(metric="rate", ci_width=0.3, pilot="nope"))
+    with pytest.raises(InvalidInput, match="odds ratio"):
+        planning.make_plan(engine, planning.PlanRequest(metric="harm-or"))
