@@ -87,7 +87,8 @@ def test_generate_export_evaluate_report(fake_openai, tmp_path):
     result = CliRunner().invoke(
         app,
         ["run", "medmisbench", "--data", str(gen_dir / "benchmark"), "--model", "evalm", "--base-url",
-         evaluated.url, "--out", str(run_dir), "--no-progress"],
+         evaluated.url, "--out", str(run_dir), "--no-progress", "--template", "medmisbench-notebook@1",
+         "--protocol", "strict"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert evaluated.request_count == 3 * len(QUESTIONS)
