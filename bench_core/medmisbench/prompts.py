@@ -136,10 +136,14 @@ class DeliveryTemplate:
                 )
         for profile, settings in self.request.items():
             if profile != ANY_PROFILE and profile not in PROFILES:
-                raise ValueError(f"template {self.id}: unknown request profile {profile!r}; known: {', '.join(PROFILES)}")
+                raise ValueError(
+                    f"template {self.id}: unknown request profile {profile!r}; known: {', '.join(PROFILES)}"
+                )
             unknown = set(settings) - REQUEST_KEYS
             if unknown:
-                raise ValueError(f"template {self.id}: request {profile!r} has unknown key(s) {', '.join(sorted(unknown))}")
+                raise ValueError(
+                    f"template {self.id}: request {profile!r} has unknown key(s) {', '.join(sorted(unknown))}"
+                )
         for profile in self.system_in_user:
             if profile not in PROFILES:
                 raise ValueError(f"template {self.id}: unknown profile {profile!r} in system_in_user")
@@ -435,7 +439,9 @@ DEFAULT_TEMPLATE_ID = AUTHORS_V1.id
 LEGACY_TEMPLATE_ID = NOTEBOOK_V1.id
 
 
-def get_template(template_id: str = DEFAULT_TEMPLATE_ID, extra: Mapping[str, DeliveryTemplate] | None = None) -> DeliveryTemplate:
+def get_template(
+    template_id: str = DEFAULT_TEMPLATE_ID, extra: Mapping[str, DeliveryTemplate] | None = None
+) -> DeliveryTemplate:
     """The template with this ``name@version`` (a bare name means its latest version).
 
     ``extra`` holds templates loaded from a file (``load_template_file``); they are looked up first.
