@@ -93,7 +93,7 @@ def test_labels_keep_their_columns_and_labels_the_format_cannot_hold_are_refused
     assert load_medmisbench(tmp_path, strict=True).items[0].options == {"A": "a", "C": "c"}
     for options in ({"A": "a", "1": "b"}, {"B": "b", "A": "a"}, {"A": "a", "N": "n"}):
         item = MCQItem(id="x", subset="S", question="q?", options=options, gold="A")
-        with pytest.raises(ValueError, match="letters A-M or numbers 1-13|not in column order"):
+        with pytest.raises(ValueError, match=r"letters A-M or numbers 1-13|not in column order"):
             release_row(item)
 
 
