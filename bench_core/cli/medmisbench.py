@@ -318,3 +318,23 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     if report["skipped"]:
         skipped = ", ".join(f"{s['item_id']} ({s['reason']})" for s in report["skipped"])
         console.print(f"Skipped: {skipped}", highlight=False)
+
+
+def print_combined(report: dict[str, Any], console: Console) -> None:
+    """The paper's main tables over several run directories: per metric, a row per model and a Mean row,
+    a column per subset and Overall (pooled counts); then each model's template, protocol and request."""
+    from bench_core.medmisbench.report import main_tables
+
+    console.rule(f"MedMisBench: {len(report['run_dirs'])} run directories ({len(report['models'])} models)")
+    console.print(
+        f"Protocol {report['protocol']}. Rates in %; Overall pools numerators and denominators over subsets, "
+        "Mean is the arithmetic mean over models (the paper's Tables 12-14).",
+        highlight=False,
+    )
+    for table_data in main_tables(report).values():
+        out = table(table_data["title"], table_data["header"], no_wrap=True)
+        for row in table_data["rows"]:
+            out.add_row(str(row[0]), *(pct(value) for value in row[1:]), style="bold" if row[0] == "Mean" else None)
+        console.print(out)
+    for name, model in report["models"].items():
+        console.print(f"{name} ({report['model_run_dir'][name]}): {describe_run(model)}", highlight=False)

@@ -234,3 +234,38 @@ def mean_across_models(models: dict[str, Any]) -> dict[str, Any]:
             for value in values
         }
     return {"conditions": conditions, "strata": strata}
+
+
+def combine_reports(reports: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """One report over several run directories (one per model, as the paper's tables): every model of
+    every directory side by side, the mean across all of them, and where each came from.
+
+    ``reports`` are (run directory name, ``medmisbench_report`` object). A model name used in two
+    directories is told apart by its directory ("name (dir)"). Each model keeps its own protocol,
+    template and request settings; ``protocol`` is the common one or ``"mixed"``.
+    """
+    counts: dict[str, int] = defaultdict(int)
+    for _name, report in reports:
+        for model in report["models"]:
+            counts[model] += 1
+    models: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for directory, report in reports:
+        for name, block in report["models"].items():
+            shown = name if counts[name] == 1 else f"{name} ({directory})"
+            models[shown] = block
+            sources[shown] = directory
+    protocols = {m.get("protocol", report.get("protocol", "strict")) for m in models.values()}
+    return {
+        "benchmark": BENCHMARK,
+        "combined": True,
+        "run_dirs": [directory for directory, _report in reports],
+        "model_run_dir": sources,
+        "protocol": protocols.pop() if len(protocols) == 1 else "mixed",
+        "models": models,
+        "mean": mean_across_models(models),
+        "n_items": sum(r.get("n_items", 0) for _d, r in reports),
+        "n_evaluable": sum(r.get("n_evaluable", 0) for _d, r in reports),
+        "skipped": [s for _d, r in reports for s in r.get("skipped", [])],
+        "corrupt_result_lines": sum(r.get("corrupt_result_lines", 0) for _d, r in reports),
+    }
