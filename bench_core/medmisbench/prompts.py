@@ -473,8 +473,19 @@ def template_from_dict(data: Mapping[str, Any], *, where: str = "template") -> D
         if not isinstance(values[name], str) or not values[name]:
             raise ValueError(f"{where}: field {name!r} must be a non-empty string")
     values["version"] = str(values["version"])
+    request = values.get("request", {})
+    if not isinstance(request, Mapping) or not all(isinstance(v, Mapping) for v in request.values()):
+        raise ValueError(f"{where}: field 'request' must map a profile to an object of settings")
+    for name in ("system", "defensive", "option_line", "option_join", "context_join", "system_in_user_format"):
+        if name in values and values[name] is not None and not isinstance(values[name], str):
+            raise ValueError(f"{where}: field {name!r} must be a string")
+    if "strip" in values and not isinstance(values["strip"], bool):
+        raise ValueError(f"{where}: field 'strip' must be true or false")
     template = DeliveryTemplate(**values)
-    template.check()
+    try:
+        template.check()
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     return template
 
 

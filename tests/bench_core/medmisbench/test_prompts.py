@@ -62,3 +62,50 @@ def test_the_earlier_template_renders_as_before(sample_dir):
         for name in ("clean", "type1", "type2", "clean_defensive", "type1_defensive", "type2_defensive")
     }
     assert rendered == golden
+
+
+def test_a_template_file_is_loaded_checked_and_used(tmp_path, fake_openai, sample_dir):
+    import json
+
+    from typer.testing import CliRunner
+
+    from bench_core.cli.main import app
+    from tests.fakes.openai_server import Reply
+
+    template = {
+        "name": "site-template",
+        "version": "2",
+        "system": "Answer with JSON.",
+        "user": "Q: {question}\n{options}",
+        "user_with_context": "Context: {context}\nQ: {question}\n{options}",
+        "option_line": "({label}) {text}",
+        "defensive_warning": "Be careful.",
+        "request": {"*": {"temperature": 0.5, "max_tokens": 100}},
+    }
+    path = tmp_path / "templates.json"
+    path.write_text(json.dumps([template]))
+    server = fake_openai(lambda received: Reply(content='{"answer_letter": "A"}'))
+    out = tmp_path / "run"
+    args = ["run", "medmisbench", "--data", str(sample_dir / "MEDMISMCQA.jsonl"), "--model", "m", "--base-url",
+            server.url, "--out", str(out), "--no-progress", "--conditions", "type1", "--limit", "1"]  # fmt: skip
+    result = CliRunner().invoke(app, [*args, "--template-file", str(path)])
+    assert result.exit_code == 0, result.output
+    (request,) = server.requests
+    assert request.body["messages"][0] == {"role": "system", "content": "Answer with JSON."}
+    user = request.body["messages"][1]["content"]
+    assert user.startswith("Context: ") and "\nQ: Drug of choice" in user and "\n(A) Ethosuximide\n(B) " in user
+    assert (request.body["temperature"], request.body["max_tokens"]) == (0.5, 100)
+    (manifest,) = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert manifest["template"] == "site-template@2" and manifest["template_definition"]["user"] == template["user"]
+
+    for bad, message in (
+        ({**template, "user": "Q: {question} {answer}"}, "unknown field(s) answer"),
+        ({**template, "name": "medmisbench-authors", "version": "1"}, "already defined"),
+        ({**template, "request": {"openai": {"temprature": 1}}}, "unknown key(s) temprature"),
+        ({k: v for k, v in template.items() if k != "user"}, "missing field(s) user"),
+    ):
+        path.write_text(json.dumps(bad))
+        refused = CliRunner().invoke(app, [*args, "--template-file", str(path)])
+        text = "".join(refused.output.split())  # rich wraps long paths
+        assert refused.exit_code == 2 and str(path) in text, text
+        assert "".join(message.split()) in text
