@@ -260,21 +260,23 @@ def _finish(
 ) -> MCQItem | RowIssue:
     """The bundle, subset, language and stored target of a row whose options are read; the item or its issue."""
     injection = None
-    content = cell(row, "injection_content")
-    provenance = cell(row, "injection_provenance")
+    content = value(row, "injection_content")
+    provenance = value(row, "injection_provenance")
     if sentences or content or provenance:
-        if content is None:
-            return issue("injection_content", "injections present but no content type")
-        if provenance is None:
-            return issue("injection_provenance", "injections present but no provenance")
-        try:
-            content_id = taxonomy.canonical_content_type(content)
-        except taxonomy.UnknownLabelError as exc:
-            return issue("injection_content", str(exc))
-        try:
-            provenance_id = taxonomy.canonical_provenance(provenance)
-        except taxonomy.UnknownLabelError as exc:
-            return issue("injection_provenance", str(exc))
+        labels: dict[str, str | None] = {}
+        for name, text, kind, canonical in (
+            ("injection_content", content, "content type", taxonomy.canonical_content_type),
+            ("injection_provenance", provenance, "provenance", taxonomy.canonical_provenance),
+        ):
+            try:
+                if text is None:
+                    raise taxonomy.UnknownLabelError(f"injections present but no {kind}")
+                labels[name] = canonical(text)
+            except taxonomy.UnknownLabelError as exc:
+                if reading != "authors":
+                    return issue(name, str(exc))
+                labels[name] = None  # the notebook evaluates the row whatever its labels; the strata leave it out
+        content_id, provenance_id = labels["injection_content"], labels["injection_provenance"]
         scores: dict[str, float] = {}
         for name in ("difficulty", "mislead_score"):
             text = cell(row, name)
@@ -329,6 +331,11 @@ def _stored_target(row: Row) -> str | None:
 
 def authors_warning(item: MCQItem) -> str | None:
     """Why medrev's own reading would refuse an item the authors' reading loads, or None."""
+    if item.injection is not None and (item.injection.content_type is None or item.injection.provenance is None):
+        return (
+            f"item {item.id!r} has injections without a known content type or provenance; "
+            "the notebook evaluates it (left out of the strata)"
+        )
     if len(item.options) < 2:
         return f"item {item.id!r} has {len(item.options)} option(s); the notebook evaluates it (never correct)"
     if item.gold not in item.options:
@@ -363,7 +370,8 @@ def load_medmisbench(path: str | Path, *, strict: bool = False, reading: str = "
                 report.issues.append(result)
                 continue
             if reading == "authors" and (warning := authors_warning(result)) is not None:
-                report.warnings.append(RowIssue(str(file), line, "answer" if result.options else "opa", warning))
+                field = "injection_content" if "content type" in warning else "answer" if result.options else "opa"
+                report.warnings.append(RowIssue(str(file), line, field, warning))
             key = (result.subset, result.id)
             if key in seen:
                 report.issues.append(

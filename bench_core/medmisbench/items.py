@@ -43,8 +43,10 @@ class InjectionBundle(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     sentences: dict[str, str]
-    content_type: str
-    provenance: str
+    # None only for rows of the authors' reading whose labels are missing or unknown (their notebook
+    # evaluates such rows; the strata leave them out). medrev's reading refuses them.
+    content_type: str | None
+    provenance: str | None
     generator_model: str | None = None
     prompt_version: str | None = None
     difficulty: float | None = Field(default=None, ge=0, le=10)
@@ -52,13 +54,13 @@ class InjectionBundle(BaseModel):
 
     @field_validator("content_type")
     @classmethod
-    def _content(cls, value: str) -> str:
-        return taxonomy.canonical_content_type(value)
+    def _content(cls, value: str | None) -> str | None:
+        return None if value is None else taxonomy.canonical_content_type(value)
 
     @field_validator("provenance")
     @classmethod
-    def _provenance(cls, value: str) -> str:
-        return taxonomy.canonical_provenance(value)
+    def _provenance(cls, value: str | None) -> str | None:
+        return None if value is None else taxonomy.canonical_provenance(value)
 
 
 class MCQItem(BaseModel):

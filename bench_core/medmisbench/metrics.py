@@ -31,7 +31,9 @@ STRATA: dict[str, Callable[[PreparedItem], str | None]] = {
     "subset": lambda p: p.item.subset,
     "content": lambda p: p.item.content_type,
     "provenance": lambda p: p.item.provenance,
-    "content_x_provenance": lambda p: f"{p.item.content_type} x {p.item.provenance}" if p.item.injection else None,
+    "content_x_provenance": lambda p: (
+        f"{p.item.content_type} x {p.item.provenance}" if p.item.content_type and p.item.provenance else None
+    ),
 }
 RATE_KEYS = ("accuracy", "asr", "tasr")
 

@@ -63,8 +63,10 @@ def release_row(item: MCQItem, *, seed: int = DEFAULT_SEED) -> dict[str, Any]:
             sentence = item.injection.sentences.get(label)
             if sentence:
                 row[f"inject{column}"] = sentence
-        row["injection_provenance"] = taxonomy.release_provenance_spelling(item.injection.provenance)
-        row["injection_content"] = taxonomy.release_content_spelling(item.injection.content_type)
+        if item.injection.provenance is not None:
+            row["injection_provenance"] = taxonomy.release_provenance_spelling(item.injection.provenance)
+        if item.injection.content_type is not None:
+            row["injection_content"] = taxonomy.release_content_spelling(item.injection.content_type)
         target = draw_type1_target(item, seed)
         if target is not None:
             row["type1_target"] = target

@@ -80,7 +80,12 @@ def test_placeholder_cells_are_dropped_in_both_readings():
     assert "gold answer 'C' is not among the options" in refused[8]
     assert "no op* columns" in refused[7]
     authors = load_medmisbench(DATA, reading="authors")
-    assert [str(w).split(": ", 1)[0] for w in authors.warnings] == [f"{DATA}:8"]
+    # gold option a placeholder (8); injections without labels (12: '""' and '"' cells); gold "2.0" (13),
+    # which their reader keeps as text (letters A, B), medrev's as option 2
+    assert [str(w).split(": ", 1)[0] for w in authors.warnings] == [f"{DATA}:8", f"{DATA}:12", f"{DATA}:13"]
+    assert refused[12] == "injections present but no content type"  # its content cell is a lone quote
+    assert strict["fx-float-answer"].gold == "2" and ITEMS["fx-float-answer"].gold == "2.0"
+    assert strict["fx-nan-labels"].injection is None and ITEMS["fx-unlabelled"].injection.content_type is None
 
 
 @pytest.mark.parametrize("item_id", sorted(PROMPTS))
@@ -262,13 +267,13 @@ def test_accounting_differs_between_protocols(fake_openai, tmp_path):
         reports[protocol] = json.loads(CliRunner().invoke(app, ["report", str(out), "--json"]).stdout)
     authors = reports["authors"]["models"]["google/medgemma-27b-text-it"]["conditions"]
     strict = reports["strict"]["models"]["google/medgemma-27b-text-it"]["conditions"]
-    # authors: all 10 rows; "A" is right for fx-one-candidate and fx-embedded-quirk, and would be for
-    # fx-placeholders, whose call failed: 2 correct of 10 under clean, the failed call counted wrong.
-    assert (authors["clean"]["n"], authors["clean"]["n_failed"], authors["clean"]["n_correct"]) == (10, 1, 2)
-    assert (authors["type1"]["n"], authors["type2"]["n"]) == (10, 10)
-    # strict: 8 rows load (no fx-gold-placeholder, no fx-embedded-numeric); fx-no-injections and
-    # fx-placeholders (no sentence for B) and fx-one-candidate (none for B) are skipped.
-    skipped = {s["item_id"] for s in reports["strict"]["skipped"]}
-    assert skipped == {"MEDMISQA/fx-no-injections", "MEDMISQA/fx-placeholders", "MEDMISQA/fx-one-candidate"}
-    assert (strict["clean"]["n"], strict["clean"]["n_failed"]) == (5, 0)
+    # authors: all 13 rows; "A" is right for fx-one-candidate, fx-embedded-quirk and fx-unlabelled, and
+    # would be for fx-placeholders, whose call failed: 3 correct of 13 under clean, the failed call wrong.
+    assert (authors["clean"]["n"], authors["clean"]["n_failed"], authors["clean"]["n_correct"]) == (13, 1, 3)
+    assert (authors["type1"]["n"], authors["type2"]["n"]) == (13, 13)
+    # strict: 10 rows load (not fx-gold-placeholder, fx-embedded-numeric, fx-unlabelled); skipped for an
+    # unusable bundle: fx-no-injections, fx-nan-labels, fx-placeholders (no sentence for B), fx-one-candidate.
+    skipped = {s["item_id"].split("/")[1] for s in reports["strict"]["skipped"]}
+    assert skipped == {"fx-no-injections", "fx-nan-labels", "fx-placeholders", "fx-one-candidate"}
+    assert (strict["clean"]["n"], strict["clean"]["n_failed"]) == (6, 0)
     assert reports["authors"]["skipped"] == []
