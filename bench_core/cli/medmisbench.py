@@ -112,6 +112,7 @@ def run_medmisbench(
     from bench_core.medmisbench.items import reading_for
     from bench_core.medmisbench.prompts import (
         DEFAULT_TEMPLATE_ID,
+        check_profile,
         get_template,
         load_template_file,
         resolve_request,
@@ -132,6 +133,7 @@ def run_medmisbench(
         loaded = load_template_file(template_file) if template_file is not None else {}
         delivery = get_template(template or (next(iter(loaded)) if loaded else DEFAULT_TEMPLATE_ID), loaded)
         profile = profile_of(provider, base_url, model) if request_profile == "auto" else request_profile
+        check_profile(provider, profile)
         request = resolve_request(
             delivery,
             profile,

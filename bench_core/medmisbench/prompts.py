@@ -239,6 +239,17 @@ def request_profile(provider: str, base_url: str | None, model: str) -> str:
     return "openai-compatible"
 
 
+def check_profile(provider: str, profile: str) -> None:
+    """Refuse a request profile that the provider's adapter cannot send (e.g. ``google`` settings to OpenAI)."""
+    allowed = {"anthropic": ("anthropic",), "google": ("google",)}.get(
+        provider, ("openai", "openai-reasoning", "openai-compatible")
+    )
+    if profile not in allowed:
+        raise ValueError(
+            f"--request-profile {profile} does not fit --provider {provider}; use one of {', '.join(allowed)} (or auto)"
+        )
+
+
 def resolve_request(
     template: DeliveryTemplate,
     profile: str,

@@ -23,6 +23,7 @@ from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.prompts import (
     AUTHORS_INSTRUCTION,
     DEFENSIVE_WARNING,
+    check_profile,
     get_template,
     request_profile,
     resolve_request,
@@ -212,6 +213,9 @@ def test_thinking_switch_and_template_defaults_can_be_overridden():
         resolve_request(TEMPLATE, "google", "gemini-3.1-pro-preview", reasoning_effort="none")
     with pytest.raises(ValueError, match="OpenAI-compatible"):
         resolve_request(TEMPLATE, "anthropic", "claude-sonnet-4-6", thinking="off")
+    with pytest.raises(ValueError, match="does not fit --provider anthropic"):
+        check_profile("anthropic", "openai")
+    check_profile("openai", "openai-reasoning")
 
 
 # -- answer reading and accounting ---------------------------------------------------------------------
