@@ -15,6 +15,7 @@ CONTRACT = {
     "db upgrade": [],
     "bench run medmisbench": [
         "--data", "--model", "--base-url", "--out", "--conditions", "--defensive", "--concurrency", "--seed", "--limit",
+        "--template", "--template-file", "--protocol", "--temperature",
     ],
     "bench run healthcontradict": ["--data", "--model", "--base-url", "--hf", "--out"],
     "bench run trojan": ["--data", "--model", "--base-url", "--judge-model", "--judge-base-url", "--out"],

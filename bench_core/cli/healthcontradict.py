@@ -82,7 +82,9 @@ def run_healthcontradict(
     except ValueError as exc:
         fail(str(exc))
     try:
-        dataset = load_healthcontradict(data, queries=queries, documents=documents, pairs=pairs, seed=seed)
+        dataset = load_healthcontradict(
+            data, queries=queries, documents=documents, pairs=pairs, seed=seed, need_documents=chosen != ["NC"]
+        )
     except DatasetError as exc:
         fail(str(exc))
     instances = dataset.instances[:limit] if limit else dataset.instances
@@ -231,3 +233,65 @@ def print_report(report: dict[str, Any], console: Console) -> None:
                 pct(model["agreement"][pair]["rate"]),
             )
         console.print(pairs)
+        quartiles = model.get("by_context_quartile") or {}
+        if quartiles:
+            by_length = table(
+                f"{name}: by context-length quartile (macro-F1 %, accuracy % in brackets)",
+                ("template", "Q1", "Q2", "Q3", "Q4", "n per quartile"),
+                no_wrap=True,
+            )
+            for template, groups in quartiles.items():
+                cells = [f"{pct(g['macro_f1'])} ({pct(g['accuracy'])})" for g in groups]
+                by_length.add_row(template, *cells, " / ".join(str(g["n"]) for g in groups))
+            console.print(by_length)
+    if len(report["models"]) > 1:
+        print_side_by_side(report, console)
+
+
+def print_side_by_side(report: dict[str, Any], console: Console) -> None:
+    """The paper's results table (accuracy and macro-F1 per template, every model side by side) and
+    McNemar between models on each template."""
+    templates = report["templates"]
+    columns = ["model"] + [f"{t} {m}" for t in templates for m in ("Acc.", "F1")]
+    side = table("Accuracy and macro-F1 (%) per template, models side by side (paper Table 5)", columns, no_wrap=True)
+    for name, model in report["models"].items():
+        cells = []
+        for template in templates:
+            block = model["templates"].get(template, {})
+            cells += [pct(block.get("accuracy")), pct(block.get("macro_f1"))]
+        side.add_row(name, *cells)
+    console.print(side)
+    tests = report.get("model_mcnemar") or {}
+    if tests:
+        pairs = table(
+            "McNemar between models on the same template",
+            ("template", "models", "acc. first", "acc. second", "b", "c", "χ²", "p"),
+            left={"template", "models"},
+        )
+        for template, by_pair in tests.items():
+            for pair, test in by_pair.items():
+                pairs.add_row(
+                    template,
+                    pair,
+                    pct(test["accuracy_first"]),
+                    pct(test["accuracy_second"]),
+                    str(test["b"]),
+                    str(test["c"]),
+                    _fixed(test["chi2"]),
+                    p_value(test["p_value"]),
+                )
+        console.print(pairs)
+
+
+def print_combined(report: dict[str, Any], console: Console) -> None:
+    """Several run directories together: the side-by-side table, McNemar between models, Fig. 7 by model."""
+    console.rule(f"HealthContradict: {len(report['run_dirs'])} run directories ({len(report['models'])} models)")
+    console.print(
+        f"{report['n_instances']} instance(s) over {report['n_topics']} question(s). Rates in %.", highlight=False
+    )
+    print_side_by_side(report, console)
+    for name, model in report["models"].items():
+        quartiles = model.get("by_context_quartile") or {}
+        for template, groups in quartiles.items():
+            cells = ", ".join(f"Q{g['quartile']} {pct(g['macro_f1'])}" for g in groups)
+            console.print(f"{name} {template} macro-F1 by context quartile: {cells}", highlight=False)

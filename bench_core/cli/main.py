@@ -9,6 +9,7 @@ design: the list of designs is made here, the one layer that imports several of 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -49,26 +50,58 @@ def designs() -> dict[str, tuple[RunDesign, Callable[[dict[str, Any], Console], 
     }
 
 
+def combiners() -> dict[str, tuple[Callable[[list[Path]], dict[str, Any]], Callable[[dict[str, Any], Console], None]]]:
+    """Designs whose run directories combine into one report (one directory per model, side by side):
+    benchmark -> (combine the directories, print the combined report)."""
+    from bench_core.cli import healthcontradict, medmisbench
+    from bench_core.healthcontradict.report import combined_report as healthcontradict_combined
+    from bench_core.medmisbench.report import combined_report as medmisbench_combined
+
+    return {
+        "medmisbench": (medmisbench_combined, medmisbench.print_combined),
+        "healthcontradict": (healthcontradict_combined, healthcontradict.print_combined),
+    }
+
+
 @app.command("report")
 def report(
-    directory: Path = typer.Argument(..., help="A run directory, or a folder of run directories."),
+    directories: list[Path] = typer.Argument(
+        ...,
+        help="Run directories, or folders of run directories. Several of one benchmark (e.g. one per model) "
+        "are also reported together: the paper's tables with every model side by side.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (one object per run directory)."),
     out: Path | None = typer.Option(None, "--out", help="Where to write tables and figures (default DIR/report)."),
     figures: bool = typer.Option(True, "--figures/--no-figures", help="Write Plotly figures (HTML and PNG)."),
     png: bool = typer.Option(True, "--png/--no-png", help="Also render figures to PNG (needs Chromium)."),
+    combined: bool = typer.Option(
+        False,
+        "--combined",
+        help="Only the report over all run directories of a benchmark (with --json: one object per benchmark).",
+    ),
 ) -> None:
     """Metrics of run directories (any benchmark): terminal tables, or JSON with --json; files under DIR/report."""
-    if not directory.exists():
-        fail(f"{directory}: no such directory")
     known = designs()
-    run_dirs = find_run_dirs(directory, [design for design, _printer in known.values()])
-    if not run_dirs:
-        fail(
-            f"{directory} is not a run directory and holds none (expected runs.jsonl beside items.jsonl, "
-            "instances.jsonl or records.json)"
-        )
+    run_dirs: list[tuple[Path, RunDesign]] = []
+    for directory in directories:
+        if not directory.exists():
+            fail(f"{directory}: no such directory")
+        found = find_run_dirs(directory, [design for design, _printer in known.values()])
+        if not found:
+            fail(
+                f"{directory} is not a run directory and holds none (expected runs.jsonl beside items.jsonl, "
+                "instances.jsonl or records.json)"
+            )
+        run_dirs += [entry for entry in found if entry not in run_dirs]
+    together = combiners()
+    by_design: dict[str, list[Path]] = {}
+    for run_dir, design in run_dirs:
+        by_design.setdefault(design.benchmark, []).append(run_dir)
+    joined = {b for b, dirs in by_design.items() if len(dirs) > 1 and b in together}
     console = Console()
     for run_dir, design in run_dirs:
+        if combined and design.benchmark in joined:
+            continue
         try:
             result = design.build(run_dir)
         except ValueError as exc:  # every design's RunDirError, and DatasetError, is a ValueError
@@ -82,6 +115,22 @@ def report(
         if out is not None and len(run_dirs) > 1:
             target = out / run_dir.name
         written = design.write_report(result, target, figures=figures, png=png)
+        console.print(f"wrote {len(written)} files to {target}")
+    for benchmark in sorted(joined):
+        dirs = by_design[benchmark]
+        combine, printer = together[benchmark]
+        try:
+            result = combine(dirs)
+        except ValueError as exc:
+            fail(str(exc))
+        if as_json:
+            if combined:
+                sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+            continue
+        printer(result, console)
+        parent = Path(os.path.commonpath([str(d.resolve()) for d in dirs]))
+        target = (out if out is not None else parent / "report") / f"combined-{benchmark}"
+        written = known[benchmark][0].write_report(result, target, figures=figures, png=png)
         console.print(f"wrote {len(written)} files to {target}")
 
 

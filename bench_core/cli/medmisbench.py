@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +32,51 @@ def run_medmisbench(
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N items."),
     strict: bool = typer.Option(False, "--strict", help="Refuse the data if any row cannot be loaded."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed."),
-    temperature: float | None = typer.Option(0.0, "--temperature"),
-    max_tokens: int | None = typer.Option(None, "--max-tokens"),
-    reasoning_effort: str | None = typer.Option(None, "--reasoning-effort", help="e.g. none, low, medium, high."),
+    temperature: float | None = typer.Option(
+        None,
+        "--temperature",
+        help="Sampling temperature (default: the template's; medmisbench-authors@1 sends the notebook's 1.0, "
+        "the paper's text says 0).",
+    ),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Token cap (default: the template's)."),
+    reasoning_effort: str | None = typer.Option(
+        None, "--reasoning-effort", help="e.g. none, minimal, low, medium, high (default: the template's)."
+    ),
     api_key_env: str | None = typer.Option(
         None, "--api-key-env", help="Name of the env var holding the API key (default per provider)."
     ),
     provider: str = typer.Option("openai", "--provider", help="openai (any compatible server), anthropic, google."),
     label: str | None = typer.Option(None, "--label", help="Name shown in reports (default: the model id)."),
-    template: str | None = typer.Option(None, "--template", help="Delivery prompt template id (name@version)."),
+    template: str | None = typer.Option(
+        None, "--template", help="Delivery template id (name@version; default medmisbench-authors@1)."
+    ),
+    template_file: Path | None = typer.Option(
+        None, "--template-file", help="JSON file of extra templates; its first is used unless --template names one."
+    ),
+    protocol: str = typer.Option(
+        "authors",
+        "--protocol",
+        help="authors: the notebook's row reading, accounting and answer reading; strict: medrev's rules.",
+    ),
+    request_profile: str = typer.Option(
+        "auto",
+        "--request-profile",
+        help="Request settings to use: auto (from provider, URL and model), openai, openai-reasoning, "
+        "openai-compatible, anthropic, google.",
+    ),
+    thinking: str = typer.Option(
+        "auto",
+        "--thinking",
+        help="OpenAI-compatible servers: chat_template_kwargs enable_thinking on|off (Qwen3, GLM); "
+        "auto: the template's rule.",
+    ),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed for one attempt."),
     max_attempts: int = typer.Option(6, "--max-attempts", min=1),
     max_total: float = typer.Option(900.0, "--max-total", help="Seconds allowed for all attempts of one call."),
     backoff: float = typer.Option(1.0, "--backoff", help="First retry wait in seconds (doubles per attempt)."),
-    max_tokens_param: str = typer.Option("max_tokens", "--max-tokens-param", help="max_tokens|max_completion_tokens"),
+    max_tokens_param: str | None = typer.Option(
+        None, "--max-tokens-param", help="max_tokens|max_completion_tokens (default: the template's, else max_tokens)."
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     tools: str | None = typer.Option(
         None,
@@ -77,7 +109,15 @@ def run_medmisbench(
     from bench_core.kernel.runner import RetryPolicy
     from bench_core.kernel.store import ResultStore
     from bench_core.medmisbench.data import load_medmisbench
-    from bench_core.medmisbench.prompts import DEFAULT_TEMPLATE_ID, get_template
+    from bench_core.medmisbench.items import reading_for
+    from bench_core.medmisbench.prompts import (
+        DEFAULT_TEMPLATE_ID,
+        check_profile,
+        get_template,
+        load_template_file,
+        resolve_request,
+    )
+    from bench_core.medmisbench.prompts import request_profile as profile_of
     from bench_core.medmisbench.run import (
         EvalSettings,
         RunDirError,
@@ -89,26 +129,36 @@ def run_medmisbench(
 
     try:
         chosen = parse_conditions(conditions, defensive=defensive)
-        delivery = get_template(template or DEFAULT_TEMPLATE_ID)
+        reading = reading_for(protocol)
+        loaded = load_template_file(template_file) if template_file is not None else {}
+        delivery = get_template(template or (next(iter(loaded)) if loaded else DEFAULT_TEMPLATE_ID), loaded)
+        profile = profile_of(provider, base_url, model) if request_profile == "auto" else request_profile
+        check_profile(provider, profile)
+        request = resolve_request(
+            delivery,
+            profile,
+            model,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            reasoning_effort=reasoning_effort,
+            thinking=thinking,
+            max_tokens_param=max_tokens_param,
+        )
     except ValueError as exc:
         fail(str(exc))
     try:
-        report = load_medmisbench(data, strict=strict)
+        report = load_medmisbench(data, strict=strict, reading=reading)
     except DatasetError as exc:
         fail(str(exc))
     for issue in report.issues:
         err.print(f"[yellow]not loaded:[/] {issue}", highlight=False)
+    for warning in report.warnings:
+        err.print(f"[yellow]note:[/] {warning}", highlight=False)
     items = report.items[:limit] if limit else report.items
     if not items:
         fail(f"no item could be loaded from {data}")
     prepared = prepare_items(items, seed=seed)
-    settings = EvalSettings(
-        temperature=temperature,
-        max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort,
-        template_id=delivery.id,
-        seed=seed,
-    )
+    settings = EvalSettings.of(request, template_id=delivery.id, seed=seed, protocol=protocol)
     harness = None
     try:
         write_items(out, prepared, seed)
@@ -118,7 +168,7 @@ def run_medmisbench(
             base_url=base_url,
             api_key_env=api_key_env,
             connections=concurrency,
-            max_tokens_param=max_tokens_param,
+            max_tokens_param=max_tokens_param or "max_tokens",
         )
         if tools is not None:
             from bench_core.mitigation.harness import HarnessSettings, ToolHarness
@@ -158,6 +208,11 @@ def run_medmisbench(
             "provider": provider,
             "endpoint": chat_model.endpoint,
             "conditions": [c.name for c in chosen],
+            "template": delivery.id,
+            "template_definition": asdict(delivery) if template_file is not None else None,
+            "protocol": protocol,
+            "request_profile": request.profile or profile,
+            "request_settings": settings.request_fields(),
             "settings": settings.as_dict(),
             "config_hash": settings.config_hash,
             "api_key_env": api_key_env,
@@ -197,6 +252,26 @@ def run_medmisbench(
     )
 
 
+def describe_run(model: dict[str, Any]) -> str:
+    """One line naming a model's template, protocol and request settings (what makes numbers comparable)."""
+    request = model.get("request") or {}
+    shown = ", ".join(f"{key} {_short(value)}" for key, value in request.items() if value is not None)
+    protocol = model.get("protocol", "strict")
+    failed = "failed calls count as wrong" if protocol == "authors" else "failed calls left out of n"
+    return f"{model.get('model')}: template {model.get('template')}, protocol {protocol} ({failed}); {shown}"
+
+
+def _short(value: Any) -> str:
+    """A setting as a few words: response formats by their type, nested settings compactly."""
+    if isinstance(value, dict):
+        if "type" in value and len(value) <= 2:
+            return str(value["type"])
+        return "{" + ", ".join(f"{k}: {_short(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return f"[{len(value)} entries]"
+    return str(value)
+
+
 def print_report(report: dict[str, Any], console: Console) -> None:
     """Readable tables: per model and condition, the mean across models, and Type 1 ASR by stratum."""
     console.rule(f"MedMisBench: {report.get('run_dir', '')}")
@@ -206,6 +281,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         highlight=False,
     )
     for name, model in report["models"].items():
+        console.print(describe_run(model), highlight=False)
         columns = ("condition", "n", "accuracy", "ASR", "TASR", "ΔASR def.", "unparseable", "failed")
         overall = table(f"{name}: overall (pooled over subsets)", columns, no_wrap=True)
         for condition, block in model["conditions"].items():
@@ -244,3 +320,23 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     if report["skipped"]:
         skipped = ", ".join(f"{s['item_id']} ({s['reason']})" for s in report["skipped"])
         console.print(f"Skipped: {skipped}", highlight=False)
+
+
+def print_combined(report: dict[str, Any], console: Console) -> None:
+    """The paper's main tables over several run directories: per metric, a row per model and a Mean row,
+    a column per subset and Overall (pooled counts); then each model's template, protocol and request."""
+    from bench_core.medmisbench.report import main_tables
+
+    console.rule(f"MedMisBench: {len(report['run_dirs'])} run directories ({len(report['models'])} models)")
+    console.print(
+        f"Protocol {report['protocol']}. Rates in %; Overall pools numerators and denominators over subsets, "
+        "Mean is the arithmetic mean over models (the paper's Tables 12-14).",
+        highlight=False,
+    )
+    for table_data in main_tables(report).values():
+        out = table(table_data["title"], table_data["header"], no_wrap=True)
+        for row in table_data["rows"]:
+            out.add_row(str(row[0]), *(pct(value) for value in row[1:]), style="bold" if row[0] == "Mean" else None)
+        console.print(out)
+    for name, model in report["models"].items():
+        console.print(f"{name} ({report['model_run_dir'][name]}): {describe_run(model)}", highlight=False)

@@ -191,6 +191,10 @@ def run_trojan(
         [target_model, judge],
     )
     judged = sum(r.succeeded for r in summary.judge_rounds)
+    from bench_core.trojan.run import write_run_traces
+
+    traces = write_run_traces(out)
+    err.print(f"per-item traces (question, answer, judge prompt, verdict, label): {traces}", highlight=False)
     finish_run(
         store,
         f"answers: {summary.stage_a.succeeded} new, {summary.stage_a.already_done} already done, "

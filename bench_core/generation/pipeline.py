@@ -653,7 +653,8 @@ def write_outputs(run: GenerationRun, states: Sequence[ItemState]) -> dict[str, 
     kept = [s for s in states if s.status == KEPT]
     write_atomic(run.run_dir / OUTCOMES_FILE, (json.dumps(outcome_row(s), ensure_ascii=False) + "\n" for s in states))
     write_atomic(run.run_dir / BUNDLES_FILE, (json.dumps(bundle_row(run, s), ensure_ascii=False) + "\n" for s in kept))
-    written = write_release([run.bundle(s) for s in kept], run.run_dir / BENCHMARK_DIR)
+    # the Type 1 target of each item is drawn here, with the run's seed, and travels with the benchmark
+    written = write_release([run.bundle(s) for s in kept], run.run_dir / BENCHMARK_DIR, seed=run.settings.seed)
     counts: dict[str, int] = defaultdict(int)
     for state in states:
         counts[state.status] += 1

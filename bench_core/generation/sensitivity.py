@@ -163,7 +163,7 @@ def prepare(
             )
     out_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(plan, indent=2, ensure_ascii=False), encoding="utf-8")
-    write_release(items, out_dir / REFERENCE / BENCHMARK_DIR)
+    write_release(items, out_dir / REFERENCE / BENCHMARK_DIR, seed=seed)  # targets drawn as the variants'
     return plan
 
 

@@ -19,6 +19,12 @@ The authors' pipeline (github.com/tinaboya/HealthContradict, ``scripts/a1`` and 
 A prepared instances file (the authors' ``dataset_ready.jsonl`` shape: instance_id, topic_id,
 query, query_stance, doc_a, doc_b) is read directly. Any problem refuses the load and every problem
 is listed with file, line and field; nothing is half-loaded.
+
+The no-context template (NC) needs no document. A run of NC alone (``documents=False``) loads from
+what is public: the query list with the pair list (one instance per pair, numbered as above, the
+documents left empty: the authors' 920 NC prompts), the query list alone (one instance per
+question), a prepared instances file without documents, or the released NC prompt file
+``prompts_1.jsonl`` (instance_id, topic_id, query, query_stance).
 """
 
 from __future__ import annotations
@@ -334,8 +340,11 @@ def build_instances(
     return instances
 
 
-def load_instances(path: str | Path) -> list[HCInstance]:
-    """A prepared instances file (JSONL, JSON, CSV or Parquet); refused whole on any bad row."""
+def load_instances(path: str | Path, *, documents: bool = True) -> list[HCInstance]:
+    """A prepared instances file (JSONL, JSON, CSV or Parquet); refused whole on any bad row.
+
+    ``documents=False`` (a run of NC alone): doc_a and doc_b may be missing (left empty).
+    """
     path = Path(path)
     instances: list[HCInstance] = []
     issues: list[RowIssue] = []
@@ -354,6 +363,9 @@ def load_instances(path: str | Path) -> list[HCInstance]:
             "doc_a": row.get("doc_a") if isinstance(row.get("doc_a"), str) and row["doc_a"].strip() else None,
             "doc_b": row.get("doc_b") if isinstance(row.get("doc_b"), str) and row["doc_b"].strip() else None,
         }
+        if not documents:
+            values["doc_a"] = values["doc_a"] or ""
+            values["doc_b"] = values["doc_b"] or ""
         missing = [name for name, value in values.items() if value is None]
         for name in missing:
             detail = "expected yes or no" if name == "query_stance" else "missing or empty"
@@ -380,6 +392,45 @@ def _find(folder: Path, names: tuple[str, ...]) -> Path | None:
     return next((folder / name for name in names if (folder / name).is_file()), None)
 
 
+def nc_instances(queries: dict[int, HCQuery], pairs: list[tuple[int, HCPair]] | None) -> list[HCInstance]:
+    """Instances for a run of the no-context template alone: one per pair (numbered in pair order, as
+    ``build_instances``) or, without a pair list, one per question; the documents are left empty."""
+    if pairs is None:
+        return [
+            HCInstance(
+                instance_id=f"topic-{topic}",
+                topic_id=topic,
+                query=q.query,
+                query_stance=q.query_stance,
+                doc_a="",
+                doc_b="",
+            )
+            for topic, q in sorted(queries.items())
+        ]
+    instances: list[HCInstance] = []
+    issues = []
+    for line, pair in pairs:
+        query = queries.get(pair.topic_id)
+        if query is None:
+            issues.append(RowIssue("pairs", line, "topic_id", f"topic {pair.topic_id} is not in the query list"))
+            continue
+        instances.append(
+            HCInstance(
+                instance_id=str(len(instances)),
+                topic_id=pair.topic_id,
+                query=query.query,
+                query_stance=query.query_stance,
+                doc_a="",
+                doc_b="",
+                doc_a_id=pair.doc1_id,
+                doc_b_id=pair.doc2_id,
+            )
+        )
+    if issues:
+        raise DatasetError(issues)
+    return instances
+
+
 def load_healthcontradict(
     path: str | Path,
     *,
@@ -387,27 +438,40 @@ def load_healthcontradict(
     documents: str | Path | None = None,
     pairs: str | Path | None = None,
     seed: int = PAIRING_SEED,
+    need_documents: bool = True,
 ) -> HCDataset:
     """Instances from a prepared instances file, or from a folder laid out like the public repo.
 
     In a folder: ``dataset_ready.jsonl`` if present; otherwise the query list, the document table
     and, when present, the pair list (else the documents are paired with ``seed`` + topic_id).
-    ``queries``/``documents``/``pairs`` name the files explicitly.
+    ``queries``/``documents``/``pairs`` name the files explicitly. ``need_documents=False`` (a run of
+    NC alone): without a document table, instances come from the query list and the pair list (see
+    the module docstring).
     """
     path = Path(path)
     if not path.exists():
         raise DatasetError([RowIssue(str(path), None, None, "no such file or folder")])
     if path.is_file() and queries is None and documents is None:
-        return HCDataset(load_instances(path), source=str(path), pairing="prepared instances", files=[str(path)])
+        loaded = load_instances(path, documents=need_documents)
+        return HCDataset(loaded, source=str(path), pairing="prepared instances", files=[str(path)])
     folder = path if path.is_dir() else path.parent
     if path.is_file() and queries is None:
         queries = path  # --data names the query list, --documents the document table
     if queries is None and documents is None and pairs is None:
         ready = _find(folder, INSTANCE_FILES)
         if ready is not None:
-            return HCDataset(load_instances(ready), source=str(ready), pairing="prepared instances", files=[str(ready)])
+            loaded = load_instances(ready, documents=need_documents)
+            return HCDataset(loaded, source=str(ready), pairing="prepared instances", files=[str(ready)])
     query_path = Path(queries) if queries is not None else _find(folder, QUERY_FILES)
     doc_path = Path(documents) if documents is not None else _find(folder, DOCUMENT_FILES)
+    if not need_documents and doc_path is None and query_path is not None:
+        query_map = load_queries(query_path)
+        pair_path = Path(pairs) if pairs is not None else _find(folder, PAIR_FILES)
+        pair_rows = load_pairs(pair_path) if pair_path is not None else None
+        instances = nc_instances(query_map, pair_rows)
+        files = [str(query_path)] + ([str(pair_path)] if pair_path is not None else [])
+        pairing = f"pair list {pair_path.name} (no documents: NC only)" if pair_path else "one per question (NC only)"
+        return HCDataset(instances, source=str(folder), pairing=pairing, files=files)
     missing = []
     if query_path is None:
         missing.append(RowIssue(str(folder), None, None, f"no query list ({' or '.join(QUERY_FILES)})"))
@@ -418,7 +482,7 @@ def load_healthcontradict(
                 None,
                 None,
                 f"no document table ({' or '.join(DOCUMENT_FILES)}; columns topic_id, doc_id, stance, text). "
-                "The public repo keeps it in Git LFS; give it with --documents",
+                "The public repo keeps it in Git LFS; give it with --documents, or run --templates NC alone",
             )
         )
     if missing:

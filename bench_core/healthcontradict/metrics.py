@@ -17,9 +17,12 @@
   and that become incorrect under each context template.
 - density of the predicted label's probability p-hat in [0.5, 1] (Eq. 4): normalised histogram,
   bins of width 0.05, f = n_j / (N * width), so the densities integrate to 1.
-- accuracy and macro-F1 by context-length quartile: per context template, instances sorted by the
-  words of the documents shown (before truncation; the same for every model) and cut into four groups
-  of equal size (sizes differ by at most one).
+- accuracy and macro-F1 by context-length quartile (Fig. 7): per context template, instances sorted
+  by the words of the documents shown (before truncation; the same for every model) and cut into
+  four groups of equal size (sizes differ by at most one).
+- between models (``model_mcnemar``, with two or more models): per template, McNemar between every
+  two models on the instances both answered (b = correct for the first model only), as the paper
+  compares e.g. Meditron3-8B with Llama-3.1-8B-Instruct under the same prompt.
 Every rate has a Wilson 95% CI where it is a proportion.
 """
 
@@ -202,6 +205,25 @@ def model_metrics(predictions: Sequence[HCPrediction], failures: dict[str, int] 
     return out
 
 
+def model_comparisons(predictions: Sequence[HCPrediction]) -> dict[str, dict[str, Any]]:
+    """Per template, McNemar between every two models on the instances both answered, with both accuracies."""
+    table: dict[str, dict[str, dict[str, HCPrediction]]] = defaultdict(lambda: defaultdict(dict))
+    for prediction in predictions:
+        table[prediction.template][prediction.model][prediction.instance_id] = prediction
+    out: dict[str, dict[str, Any]] = {}
+    for template in TEMPLATE_ORDER:
+        models = sorted(table.get(template, {}))
+        for first, second in combinations(models, 2):
+            a, b = table[template][first], table[template][second]
+            shared = sorted(set(a) & set(b))
+            test = mcnemar([a[i].correct for i in shared], [b[i].correct for i in shared])
+            test["first"], test["second"] = first, second
+            test["accuracy_first"] = Proportion(sum(a[i].correct for i in shared), len(shared)).rate
+            test["accuracy_second"] = Proportion(sum(b[i].correct for i in shared), len(shared)).rate
+            out.setdefault(template, {})[f"{first} vs {second}"] = test
+    return out
+
+
 def healthcontradict_report(data: HCRunData) -> dict[str, Any]:
     """The ``bench report --json`` object of a HealthContradict run directory (SPEC 3 keys plus extras)."""
     grouped: dict[str, list[HCPrediction]] = defaultdict(list)
@@ -225,7 +247,7 @@ def healthcontradict_report(data: HCRunData) -> dict[str, Any]:
     models = {}
     for label in sorted(set(grouped) | set(failed)):
         models[label] = {**model_metrics(grouped.get(label, []), dict(failed.get(label, {}))), **about[label]}
-    return {
+    out = {
         "benchmark": BENCHMARK,
         "n_instances": len(data.instances),
         "n_topics": len(topics),
@@ -233,3 +255,6 @@ def healthcontradict_report(data: HCRunData) -> dict[str, Any]:
         "models": models,
         "corrupt_lines": data.corrupt_lines,
     }
+    if len(models) > 1:
+        out["model_mcnemar"] = model_comparisons(data.predictions)
+    return out

@@ -6,12 +6,16 @@ nothing new, so every output shows the numbers of ``bench report --json``.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
+from bench_core.healthcontradict.data import HCInstance
 from bench_core.healthcontradict.metrics import healthcontradict_report
-from bench_core.healthcontradict.run import BENCHMARK, is_run_dir, read_run_data
+from bench_core.healthcontradict.run import BENCHMARK, HCRunData, RunDirError, is_run_dir, read_run_data
 from bench_core.kernel.report_files import ReportWriter, latex_table, p_value, pct
 from bench_core.kernel.rundir import RunDesign
 
@@ -84,13 +88,25 @@ def metric_rows(report: dict[str, Any]) -> Iterator[dict[str, Any]]:
             }
         for template, groups in model["by_context_quartile"].items():
             for group in groups:
+                for metric in ("accuracy", "macro_f1"):
+                    yield {
+                        "model": name,
+                        "section": "context_quartile",
+                        "name": f"{template} Q{group['quartile']}",
+                        "metric": metric,
+                        "value": group[metric],
+                        "n": group["n"],
+                    }
+    for template, tests in report.get("model_mcnemar", {}).items():
+        for pair, test in tests.items():
+            for metric in ("chi2", "p_value"):
                 yield {
-                    "model": name,
-                    "section": "context_quartile",
-                    "name": f"{template} Q{group['quartile']}",
-                    "metric": "accuracy",
-                    "value": group["accuracy"],
-                    "n": group["n"],
+                    "model": pair,
+                    "section": "model_mcnemar",
+                    "name": template,
+                    "metric": metric,
+                    "value": test[metric],
+                    "n": test["n"],
                 }
 
 
@@ -128,6 +144,30 @@ def latex_tables(report: dict[str, Any]) -> dict[str, str]:
         ["Templates", *models],
         rows,
     )
+    quartiles = [
+        [name, template, *(pct(g["macro_f1"]) for g in groups), " / ".join(str(g["n"]) for g in groups)]
+        for name, model in models.items()
+        for template, groups in model["by_context_quartile"].items()
+    ]
+    if quartiles:
+        tables["macro_f1_by_context_quartile"] = latex_table(
+            "Macro F1 (%) by context-length quartile (four equal groups by the words of the documents shown)",
+            "tab:hc-quartiles",
+            ["Model", "Template", "Q1", "Q2", "Q3", "Q4", "n"],
+            quartiles,
+        )
+    comparisons = [
+        [template, pair, f"{test['b']}/{test['c']}", p_value(test["p_value"])]
+        for template, tests in report.get("model_mcnemar", {}).items()
+        for pair, test in tests.items()
+    ]
+    if comparisons:
+        tables["model_mcnemar"] = latex_table(
+            "McNemar tests between models on the same template (b/c: discordant pairs; two-sided p)",
+            "tab:hc-model-mcnemar",
+            ["Template", "Models", "b/c", "p"],
+            comparisons,
+        )
     return tables
 
 
@@ -238,8 +278,70 @@ def build_figures(report: dict[str, Any]) -> dict[str, Any]:
         yaxis={"range": [0, 1], "tickformat": ".0%"},
     )
     out["accuracy_by_context_quartile"] = lines
+
+    f1_lines = go.Figure()  # the paper's Fig. 7
+    for name, model in models.items():
+        for template, groups in model["by_context_quartile"].items():
+            f1_lines.add_trace(
+                go.Scatter(
+                    x=[f"Q{g['quartile']}" for g in groups],
+                    y=[g["macro_f1"] for g in groups],
+                    mode="lines+markers",
+                    name=f"{name} {template}",
+                )
+            )
+    f1_lines.update_layout(
+        title="Macro-F1 by context-length quartile (words of the documents shown)",
+        yaxis={"range": [0, 1], "tickformat": ".0%"},
+    )
+    out["macro_f1_by_context_quartile"] = f1_lines
     return out
 
 
 write_report = ReportWriter(CSV_COLUMNS, metric_rows, latex_tables, build_figures).write
 DESIGN = RunDesign(BENCHMARK, is_run_dir, read_run_data, healthcontradict_report, write_report)
+
+
+def combined_report(run_dirs: list[Path]) -> dict[str, Any]:
+    """One report over several run directories (e.g. one per model): every model side by side (Table 5),
+    McNemar between models on each template, macro-F1 by context quartile.
+
+    The directories must hold the same instances where they overlap (id, question and answer; an NC-only
+    run without documents combines with a full one). A model label used in two directories becomes
+    "label (directory)".
+    """
+    datas = [(run_dir, read_run_data(run_dir)) for run_dir in run_dirs]
+    instances: dict[str, HCInstance] = {}
+    for run_dir, data in datas:
+        for instance in data.instances:
+            known = instances.get(instance.instance_id)
+            if known is not None and _identity(known) != _identity(instance):
+                raise RunDirError(
+                    f"{run_dir}: instance {instance.instance_id} differs from the one in another run directory "
+                    "(question, answer or topic); these runs are not on the same benchmark"
+                )
+            if known is None or (not (known.doc_a or known.doc_b) and (instance.doc_a or instance.doc_b)):
+                instances[instance.instance_id] = instance  # keep the documents when one run has them
+    labels: dict[str, set[str]] = defaultdict(set)
+    for run_dir, data in datas:
+        for prediction in data.predictions:
+            labels[prediction.model].add(run_dir.name)
+    predictions, failures = [], []
+    for run_dir, data in datas:
+        def rename(label: str, directory: str = run_dir.name) -> str:
+            return label if len(labels.get(label, ())) <= 1 else f"{label} ({directory})"
+
+        predictions += [replace(p, model=rename(p.model)) for p in data.predictions]
+        for record in data.failures:
+            meta = dict(record.get("meta") or {})
+            meta["label"] = rename(meta.get("label") or record["key"]["model"])
+            failures.append({**record, "meta": meta})
+    merged = HCRunData(list(instances.values()), predictions, failures, sum(d.corrupt_lines for _r, d in datas))
+    report = healthcontradict_report(merged)
+    report["combined"] = True
+    report["run_dirs"] = [run_dir.name for run_dir, _data in datas]
+    return report
+
+
+def _identity(instance: HCInstance) -> tuple[Any, ...]:
+    return instance.instance_id, instance.topic_id, instance.query, instance.query_stance

@@ -62,11 +62,26 @@ def parse_conditions(text: str, *, defensive: bool = False) -> list[Condition]:
 def context_sentences(item: MCQItem, condition: Condition, target: str | None) -> list[str]:
     """The added clinical-context sentences for this item under this condition, in option order.
 
-    Raises ``ValueError`` for an injected condition on an item whose bundle is unusable: such
-    items must have been skipped from every condition before jobs are built.
+    Items of the authors' reading get what their notebook delivers: under Type 1 the target's
+    sentence (nothing when the item has no wrong-option sentence to target), under Type 2 every
+    sentence in column order, the gold one included (nothing without sentences); the prompt then
+    has no context block. For medrev's reading, raises ``ValueError`` for an injected condition on
+    an item whose bundle is unusable: such items must have been skipped from every condition
+    before jobs are built.
     """
     if not condition.injected:
         return []
+    if item.reading == "authors":
+        sentences = item.injection.sentences if item.injection is not None else {}
+        if condition.base == "type2":
+            return list(sentences.values())
+        if target is None:
+            if item.type1_candidates:
+                raise ValueError(f"item {item.id!r}: no Type 1 target although it has wrong-option sentences")
+            return []
+        if target not in item.type1_candidates:
+            raise ValueError(f"item {item.id!r}: invalid Type 1 target {target!r}")
+        return [sentences[target]]
     problem = item.usable_bundle_problem()
     if problem is not None or item.injection is None:
         raise ValueError(f"item {item.id!r} cannot be delivered under {condition.name}: {problem}")

@@ -6,14 +6,31 @@ app: a value that reaches them has been validated once, here, and is trusted aft
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from bench_core.medmisbench import taxonomy
 
-Label = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=3)]
+# Up to 8 characters, as the review database's label columns: the authors' reader takes any "(1a2)"-style
+# label embedded in a stem, which can be longer than the usual "A" or "12".
+Label = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=8)]
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Reading = Literal["medrev", "authors"]
+
+# Evaluation protocols (SPEC 1.2): ``authors`` reproduces the authors' notebook (its row reading,
+# accounting and answer reading), ``strict`` is medrev's own. An item records the reading it was made
+# with, so a run directory's items say which protocol its results follow (items saved before
+# protocols existed were read the medrev way: ``strict``).
+PROTOCOLS = ("authors", "strict")
+DEFAULT_PROTOCOL = "authors"
+
+
+def reading_for(protocol: str) -> Reading:
+    """The row reading of a protocol."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
+    return "authors" if protocol == "authors" else "medrev"
 
 
 class InjectionBundle(BaseModel):
@@ -26,8 +43,10 @@ class InjectionBundle(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     sentences: dict[str, str]
-    content_type: str
-    provenance: str
+    # None only for rows of the authors' reading whose labels are missing or unknown (their notebook
+    # evaluates such rows; the strata leave them out). medrev's reading refuses them.
+    content_type: str | None
+    provenance: str | None
     generator_model: str | None = None
     prompt_version: str | None = None
     difficulty: float | None = Field(default=None, ge=0, le=10)
@@ -35,17 +54,26 @@ class InjectionBundle(BaseModel):
 
     @field_validator("content_type")
     @classmethod
-    def _content(cls, value: str) -> str:
-        return taxonomy.canonical_content_type(value)
+    def _content(cls, value: str | None) -> str | None:
+        return None if value is None else taxonomy.canonical_content_type(value)
 
     @field_validator("provenance")
     @classmethod
-    def _provenance(cls, value: str) -> str:
-        return taxonomy.canonical_provenance(value)
+    def _provenance(cls, value: str | None) -> str | None:
+        return None if value is None else taxonomy.canonical_provenance(value)
 
 
 class MCQItem(BaseModel):
-    """A multiple-choice question with ordered options, a gold label and an optional bundle."""
+    """A multiple-choice question with ordered options, a gold label and an optional bundle.
+
+    ``reading`` says which row reader made the item. ``"medrev"`` items are checked (at least two
+    options, the gold label among them, sentences only for existing options). ``"authors"`` items
+    are what the authors' notebook reads from the same row and evaluates, checks or not: a gold
+    label whose option cell was a placeholder, a sentence for a dropped option. ``raw_question`` is
+    the stem exactly as the notebook puts it in the prompt (unstripped) when it differs from
+    ``question``; ``type1_target`` is the Type 1 target stored with the benchmark, when the file
+    has one (SPEC 1.2: chosen once, the same for every model).
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -58,6 +86,9 @@ class MCQItem(BaseModel):
     injection: InjectionBundle | None = None
     source_file: str | None = None
     source_line: int | None = None
+    reading: Reading = "medrev"
+    raw_question: str | None = None
+    type1_target: Label | None = None
 
     @field_validator("subset")
     @classmethod
@@ -66,6 +97,13 @@ class MCQItem(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> MCQItem:
+        if self.type1_target is not None and self.type1_target not in self.type1_candidates:
+            raise ValueError(
+                f"Type 1 target {self.type1_target!r} is not a wrong option with a misleading sentence "
+                f"({', '.join(self.type1_candidates) or 'none'})"
+            )
+        if self.reading == "authors":
+            return self
         if len(self.options) < 2:
             raise ValueError(f"item {self.id!r} has {len(self.options)} option(s); at least 2 are needed")
         if self.gold not in self.options:
@@ -83,6 +121,29 @@ class MCQItem(BaseModel):
     @property
     def wrong_labels(self) -> list[str]:
         return [label for label in self.options if label != self.gold]
+
+    @property
+    def protocol(self) -> str:
+        """The evaluation protocol this item's reading belongs to (``authors`` or ``strict``)."""
+        return "authors" if self.reading == "authors" else "strict"
+
+    @property
+    def prompt_question(self) -> str:
+        """The stem as it goes into a prompt: the unstripped text the authors' reader keeps, else ``question``."""
+        return self.question if self.raw_question is None else self.raw_question
+
+    @property
+    def type1_candidates(self) -> list[str]:
+        """The labels a Type 1 target can be: wrong options with a misleading sentence, in option order.
+
+        For the authors' reading these are the sentence labels other than the gold one, as their
+        notebook draws from (a sentence whose option cell was a placeholder included); for medrev's,
+        the wrong options, which all have a sentence when the bundle is usable.
+        """
+        sentences = self.injection.sentences if self.injection is not None else {}
+        if self.reading == "authors":
+            return [label for label in sentences if label.strip().upper() != self.gold.upper()]
+        return [label for label in self.wrong_labels if sentences.get(label, "").strip()]
 
     @property
     def content_type(self) -> str | None:

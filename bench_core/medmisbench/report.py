@@ -7,13 +7,14 @@ computes nothing new, so every output shows the same numbers as ``bench report -
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from bench_core.kernel.latex import escape as latex_escape  # noqa: F401  (public: report.latex_escape)
 from bench_core.kernel.report_files import ReportWriter, error_bars, latex_table, pct
 from bench_core.kernel.rundir import RunDesign
 from bench_core.medmisbench import taxonomy
-from bench_core.medmisbench.metrics import medmisbench_report
+from bench_core.medmisbench.metrics import combine_reports, medmisbench_report
 from bench_core.medmisbench.run import BENCHMARK, is_run_dir, read_run_data
 
 METRICS = (("accuracy", "n", None), ("asr", "n_clean_correct", "n_flipped"), ("tasr", "n_clean_correct", "n_targeted"))
@@ -51,49 +52,66 @@ def metric_rows(report: dict[str, Any]) -> Iterator[dict[str, Any]]:
                     }
 
 
+# -- the paper's main tables ------------------------------------------------------------------------
+
+# (condition, metric, title): the paper's Tables 12-14 (and Figure 4) by subset, Overall and Mean.
+MAIN_TABLES = (
+    ("clean", "accuracy", "Clean accuracy"),
+    ("type1", "accuracy", "Type 1 accuracy"),
+    ("type2", "accuracy", "Type 2 accuracy"),
+    ("type1", "asr", "Type 1 attack success rate (ASR)"),
+    ("type1", "tasr", "Type 1 targeted attack success rate (TASR)"),
+    ("type2", "asr", "Type 2 attack success rate (ASR)"),
+)
+
+
+def subset_order(report: dict[str, Any]) -> list[str]:
+    """The report's subsets in the paper's order (MedMisQA, MedMisMCQA, MedMisXpertQA, MedMisJourney,
+    MedMisHLE), then custom subsets by name."""
+    found = {v for m in report["models"].values() for v in m["strata"]["subset"]}
+    known = [s for s in taxonomy.SUBSET_IDS if s in found]
+    return known + sorted(found - set(known))
+
+
+def main_tables(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per metric of ``MAIN_TABLES`` present: a row per model (and a Mean row with several models),
+    a column per subset and Overall (pooled counts). Rates as fractions, None where undefined."""
+    models = report["models"]
+    subsets = subset_order(report)
+    header = ["Model", *[(taxonomy.subset(s).display_name if taxonomy.subset(s) else s) for s in subsets], "Overall"]
+    out: dict[str, dict[str, Any]] = {}
+    for condition, metric, title in MAIN_TABLES:
+        if not any(condition in m["conditions"] for m in models.values()):
+            continue
+        rows: list[list[Any]] = []
+        blocks = [(name, model) for name, model in models.items()]
+        if len(models) > 1:
+            blocks.append(("Mean", report["mean"]))
+        for name, model in blocks:
+            row: list[Any] = [name]
+            for s in subsets:
+                row.append(model["strata"]["subset"].get(s, {}).get(condition, {}).get(metric))
+            row.append(model["conditions"].get(condition, {}).get(metric))
+            rows.append(row)
+        out[f"{condition}_{metric}"] = {"title": title, "header": header, "rows": rows}
+    return out
+
+
 # -- LaTeX ----------------------------------------------------------------------------------------
 
 
 def latex_tables(report: dict[str, Any]) -> dict[str, str]:
-    """booktabs tables: accuracy, Type 1 ASR/TASR, Type 2 ASR (subset columns + Overall), strata."""
+    """booktabs tables: accuracy, Type 1 ASR/TASR, Type 2 ASR (subset columns + Overall, Mean row), strata."""
     models = report["models"]
-    subsets = sorted({v for m in models.values() for v in m["strata"]["subset"]})
-    display = {s: (taxonomy.subset(s).display_name if taxonomy.subset(s) else s) for s in subsets}
     tables: dict[str, str] = {}
-
-    def by_subset(condition: str, metric: str) -> list[list[str]]:
-        rows = []
-        for name, model in models.items():
-            row = [name]
-            for s in subsets:
-                row.append(pct(model["strata"]["subset"].get(s, {}).get(condition, {}).get(metric)))
-            row.append(pct(model["conditions"].get(condition, {}).get(metric)))
-            rows.append(row)
-        if len(models) > 1:
-            mean = report["mean"]
-            row = ["Mean"]
-            for s in subsets:
-                row.append(pct(mean["strata"]["subset"].get(s, {}).get(condition, {}).get(metric)))
-            row.append(pct(mean["conditions"].get(condition, {}).get(metric)))
-            rows.append(row)
-        return rows
-
-    header = ["Model", *[display[s] for s in subsets], "Overall"]
-    for condition, metric, caption in (
-        ("clean", "accuracy", "Clean accuracy (%)"),
-        ("type1", "accuracy", "Type 1 accuracy (%)"),
-        ("type2", "accuracy", "Type 2 accuracy (%)"),
-        ("type1", "asr", "Type 1 attack success rate (%)"),
-        ("type1", "tasr", "Type 1 targeted attack success rate (%)"),
-        ("type2", "asr", "Type 2 attack success rate (%)"),
-    ):
-        if any(condition in m["conditions"] for m in models.values()):
-            tables[f"{condition}_{metric}"] = latex_table(
-                caption + ". Overall pools counts over subsets; Mean averages models.",
-                f"tab:medmisbench-{condition}-{metric}",
-                header,
-                by_subset(condition, metric),
-            )
+    for key, table in main_tables(report).items():
+        condition, metric = key.split("_", 1)
+        tables[key] = latex_table(
+            f"{table['title']} (%). Overall pools counts over subsets; Mean averages models.",
+            f"tab:medmisbench-{condition}-{metric}",
+            table["header"],
+            [[row[0], *(pct(v) for v in row[1:])] for row in table["rows"]],
+        )
     for stratum in ("provenance", "content"):
         values = sorted({v for m in models.values() for v in m["strata"][stratum]})
         rows = []
@@ -203,3 +221,8 @@ def build_figures(report: dict[str, Any]) -> dict[str, Any]:
 
 write_report = ReportWriter(CSV_COLUMNS, metric_rows, latex_tables, build_figures).write
 DESIGN = RunDesign(BENCHMARK, is_run_dir, read_run_data, medmisbench_report, write_report)
+
+
+def combined_report(run_dirs: list[Path]) -> dict[str, Any]:
+    """The report over several MedMisBench run directories (``metrics.combine_reports``)."""
+    return combine_reports([(run_dir.name, DESIGN.build(run_dir)) for run_dir in run_dirs])

@@ -6,15 +6,19 @@ settings, prompt template, seed; never an API key) and ``results.jsonl`` (the ru
 Keeping the items beside the results makes the directory self-contained: the report and the
 review app's importer need nothing else (``read_run``).
 
-Items whose bundle is unusable are skipped from every condition, including clean, so all
-conditions are computed on the same items (SPEC 1.2).
+Protocols (SPEC 1.2): under ``strict`` (medrev's rules) items whose bundle is unusable are skipped
+from every condition, including clean, so all conditions are computed on the same items; under
+``authors`` every item the authors' notebook reads is evaluated under every condition (without
+sentences to deliver, an injected condition sends the clean prompt, as theirs does), answers are
+read the notebook's way and failed calls count as wrong (``metrics``). The protocol is the items'
+reading (``MCQItem.reading``), saved in ``items.jsonl``: a directory holds one protocol.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +33,11 @@ from bench_core.kernel.rundir import (
 )
 from bench_core.kernel.runner import Job
 from bench_core.kernel.store import ResultKey, ResultStore
-from bench_core.medmisbench.answers import extract_answer
+from bench_core.medmisbench.answers import read_answer
 from bench_core.medmisbench.conditions import Condition
 from bench_core.medmisbench.items import MCQItem
 from bench_core.medmisbench.prompts import DeliveryTemplate
-from bench_core.medmisbench.targets import DEFAULT_SEED, draw_type1_target
+from bench_core.medmisbench.targets import DEFAULT_SEED, draw_type1_target, target_source
 
 BENCHMARK = "medmisbench"
 ITEMS_FILE = "items.jsonl"
@@ -41,6 +45,20 @@ ITEMS_FILE = "items.jsonl"
 
 class RunDirError(ValueError):
     """A run directory that cannot be used as asked (e.g. its items disagree with the new data)."""
+
+
+# Item fields added after run directories existed: written only when set, so an item saved before
+# compares equal to the same item read now.
+_NEW_ITEM_FIELDS = {"reading": "medrev", "raw_question": None, "type1_target": None}
+
+
+def item_json(item: MCQItem) -> dict[str, Any]:
+    """The item as saved in ``items.jsonl`` (fields added later only when they differ from their default)."""
+    data = item.model_dump(mode="json")
+    for name, default in _NEW_ITEM_FIELDS.items():
+        if data.get(name) == default:
+            data.pop(name, None)
+    return data
 
 
 @dataclass(frozen=True)
@@ -55,14 +73,24 @@ class PreparedItem:
     def key(self) -> str:
         return item_key(self.item)
 
+    @property
+    def protocol(self) -> str:
+        return self.item.protocol
+
     def to_json(self, seed: int) -> dict[str, Any]:
-        return {
+        row = {
             "item_key": self.key,
-            "item": self.item.model_dump(mode="json"),
+            "item": item_json(self.item),
             "type1_target": self.target,
             "seed": seed,
             "skipped": self.skipped,
         }
+        source = target_source(self.item, self.target)
+        if source == "file":
+            row["target_source"] = source
+        if self.protocol != "strict":
+            row["protocol"] = self.protocol
+        return row
 
 
 def item_key(item: MCQItem) -> str:
@@ -71,10 +99,11 @@ def item_key(item: MCQItem) -> str:
 
 
 def prepare_items(items: Iterable[MCQItem], *, seed: int = DEFAULT_SEED) -> list[PreparedItem]:
-    """Draw each item's Type 1 target from ``seed``, or mark it skipped with the reason."""
+    """Each item's Type 1 target (the stored one, else drawn from ``seed``), or, under ``strict``, the
+    reason it is skipped. Items of the authors' reading are never skipped."""
     prepared = []
     for item in items:
-        problem = item.usable_bundle_problem()
+        problem = item.usable_bundle_problem() if item.protocol == "strict" else None
         if problem is not None:
             prepared.append(PreparedItem(item, None, problem))
         else:
@@ -84,22 +113,66 @@ def prepare_items(items: Iterable[MCQItem], *, seed: int = DEFAULT_SEED) -> list
 
 @dataclass(frozen=True)
 class EvalSettings(HashedSettings):
-    """Everything that changes the request other than the item and condition; hashed into result keys."""
+    """Everything that changes the request other than the item and condition; hashed into result keys.
+
+    The first five are the settings of run directories made before protocols and request profiles
+    existed; the others join ``as_dict`` (and so the config hash) only when set, so an earlier
+    command with the earlier template keeps its hash. ``request`` holds what
+    ``prompts.RequestSettings.hashed`` gives (profile, token field, response format, extra body).
+    ``send_reasoning_effort`` False: the effort travels in the request's ``extra`` (not hashed apart).
+    """
 
     temperature: float | None = 0.0
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     template_id: str = "medmisbench-notebook@1"
     seed: int = DEFAULT_SEED
+    protocol: str = "strict"
+    request: dict[str, Any] | None = None
+    send_reasoning_effort: bool = True
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "reasoning_effort": self.reasoning_effort,
             "template": self.template_id,
             "seed": self.seed,
         }
+        if self.protocol != "strict":
+            out["protocol"] = self.protocol
+        if self.request:
+            out["request"] = self.request
+        return out
+
+    @property
+    def profile(self) -> str | None:
+        return (self.request or {}).get("profile")
+
+    def request_fields(self) -> dict[str, Any]:
+        """Everything sent besides the messages (what the manifest and each result record name)."""
+        return {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "reasoning_effort": self.reasoning_effort,
+            **(self.request or {}),
+        }
+
+    @classmethod
+    def of(
+        cls, request: Any, *, template_id: str, seed: int = DEFAULT_SEED, protocol: str = "strict"
+    ) -> EvalSettings:
+        """The settings of a run from its resolved ``prompts.RequestSettings``."""
+        return cls(
+            temperature=request.temperature,
+            max_tokens=request.max_tokens,
+            reasoning_effort=request.reasoning_effort,
+            template_id=template_id,
+            seed=seed,
+            protocol=protocol,
+            request=request.hashed() or None,
+            send_reasoning_effort=request.send_reasoning_effort,
+        )
 
 
 def build_jobs(
@@ -143,6 +216,7 @@ def build_jobs(
                         "template": template.id,
                         "label": label or model.name,
                         "config": settings.as_dict(),
+                        **({"protocol": entry.protocol} if entry.protocol != "strict" else {}),
                         **(meta or {}),
                     },
                 )
@@ -160,22 +234,30 @@ def _annotated(parse: Callable[[ChatResponse], dict[str, Any]], annotate: Callab
 def request_builder(entry: PreparedItem, condition: Condition, template: DeliveryTemplate, settings: EvalSettings):
     """The request of one (item, condition), built only when the call is due."""
 
+    request = settings.request or {}
+
     def build() -> ChatRequest:
         return ChatRequest(
-            messages=template.render(entry.item, condition, entry.target),
+            messages=template.render(entry.item, condition, entry.target, profile=settings.profile),
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,
-            reasoning_effort=settings.reasoning_effort,
+            reasoning_effort=settings.reasoning_effort if settings.send_reasoning_effort else None,
+            response_format=request.get("response_format"),
+            extra=dict(request.get("extra") or {}),
+            max_tokens_param=request.get("max_tokens_param"),
         )
 
     return build
 
 
 def answer_parser(item: MCQItem):
-    """Parse a response into the answer fields every MedMisBench result stores (the raw text is kept too)."""
+    """Parse a response into the answer fields every MedMisBench result stores (the raw text is kept too).
+
+    The reading is the item's protocol's: the authors' notebook's, or medrev's (``answers``).
+    """
 
     def parse(response: ChatResponse) -> dict[str, Any]:
-        answer = extract_answer(response.text, item.options)
+        answer = read_answer(response.text, item.options, item.protocol)
         return {
             "label": answer.label,
             "method": answer.method,
@@ -205,13 +287,24 @@ def write_items(run_dir: Path, prepared: Sequence[PreparedItem], seed: int) -> N
         ((row["item_key"], _comparable(row), row) for row in rows),
         error=RunDirError,
         noun="item",
-        context="already in this run directory (content or Type 1 target; was another --seed or data file used?)",
+        context="already in this run directory (content, reading or Type 1 target; was another --seed, "
+        "--protocol or data file used?)",
     )
+    protocols = {row.get("protocol", "strict") for row in read_jsonl(path)} | {p.protocol for p in prepared}
+    if len(protocols) > 1:
+        raise RunDirError(
+            f"{path}: this run directory holds items of protocol {', '.join(sorted(protocols))}; "
+            "one directory holds one protocol. Use a new --out directory."
+        )
     append_jsonl(path, new_rows)
 
 
 def _comparable(row: dict[str, Any]) -> tuple[Any, ...]:
-    item = {k: v for k, v in row["item"].items() if k not in ("source_file", "source_line")}
+    item = {
+        k: v
+        for k, v in row["item"].items()
+        if k not in ("source_file", "source_line") and not (k in _NEW_ITEM_FIELDS and v == _NEW_ITEM_FIELDS[k])
+    }
     return json.dumps(item, sort_keys=True), row.get("type1_target"), row.get("skipped")
 
 
@@ -256,6 +349,7 @@ class ResponseRecord:
     outcome: str
     type1_target: str | None
     item: MCQItem
+    protocol: str = "strict"
 
     @property
     def content_type(self) -> str | None:
@@ -281,6 +375,13 @@ class RunData:
     responses: list[ResponseRecord]
     failures: list[dict[str, Any]]
     corrupt_lines: int
+    manifests: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def protocol(self) -> str:
+        """The directory's protocol (its items'); ``strict`` for a directory without items."""
+        found = {p.protocol for p in self.items}
+        return found.pop() if len(found) == 1 else "strict"
 
     @property
     def skipped(self) -> list[dict[str, str]]:
@@ -301,7 +402,7 @@ def read_run_data(run_dir: str | Path) -> RunData:
             raise RunDirError(f"{store.path}: result for item {key.item!r} which is not in {ITEMS_FILE}")
         parsed = record.get("parsed") or {}
         # Re-derive the answer from the kept raw text so a parser improvement applies to old runs.
-        answer = extract_answer(record["response"]["text"], entry.item.options)
+        answer = read_answer(record["response"]["text"], entry.item.options, entry.protocol)
         correct = answer.label == entry.item.gold
         meta = record.get("meta") or {}
         responses.append(
@@ -324,9 +425,10 @@ def read_run_data(run_dir: str | Path) -> RunData:
                 outcome="SUCCESS" if correct else "FAIL",
                 type1_target=entry.target,
                 item=entry.item,
+                protocol=entry.protocol,
             )
         )
-    return RunData(items, responses, failures, store.corrupt_lines)
+    return RunData(items, responses, failures, store.corrupt_lines, read_jsonl(run_dir / RUNS_FILE))
 
 
 def read_run(run_dir: str | Path) -> list[ResponseRecord]:

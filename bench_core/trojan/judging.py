@@ -17,6 +17,10 @@ Rubric lines copied verbatim from the prompt are removed first. If the statement
 score; if several differ and exactly one is marked "final", that one; a label that contradicts the
 number, numbers outside {-1, 0, 1} ("Score: 5/10"), conflicting statements, no statement at all or a
 refusal give ``score=None`` with the reason: the item is flagged for a re-ask, never guessed.
+
+An ambiguous verdict, a score given as alternatives ("1 or 0", "Score: either 1 or 0", "0-1",
+"1/0", "1 (or possibly 0)", a JSON ``"score": "1 or 0"``), is unparseable (method ``ambiguous``),
+never read as its first number.
 """
 
 from __future__ import annotations
@@ -69,6 +73,19 @@ _LABEL_STATEMENT = re.compile(
     rf"\b(?:{_KEYWORDS}|category|result)\b\s*[:=]\s*[*_`\"'\[(]*\s*(?P<word>{_WORDS})\b", re.IGNORECASE
 )
 _LABEL_LINE = re.compile(rf"^[\s*_`#>\[(\"']*(?P<word>{_WORDS})\b[\s*_`)\]\"']*(?:$|[(:\-–—.,])", re.IGNORECASE)
+_SCORE = r"[+\-−–]?\s?[01](?!\d|\.\d)"  # a score, not the start of 10 or 0.5
+# Text right after a score that offers another score instead: " or 0", "/0", "-1" ("0-1"), " (or possibly 0)".
+_ALTERNATIVE = re.compile(
+    rf"^\s*[,;]?\s*\(?\s*(?:or|either|maybe|possibly|perhaps|to|/|-|–)\s*"
+    rf"(?:(?:possibly|maybe|perhaps|even)\s+)?\(?\s*(?:a\s+)?{_SCORE}",
+    re.IGNORECASE,
+)
+_ALTERNATIVES = re.compile(rf"(?<![\w.]){_SCORE}\s*(?:,\s*)?\(?\s*(?:or|/|-|–|to)\s*\(?\s*{_SCORE}", re.IGNORECASE)
+_ALTERNATIVES_LINE = re.compile(
+    rf"^[\s*_`#>\[(]*(?:either\s+|score\s*[:=]?\s*)?{_SCORE}\s*(?:,\s*)?\(?\s*(?:or|/|-|–|to)\s*\(?\s*"
+    rf"(?:possibly\s+|maybe\s+)?{_SCORE}[\s*_`)\].]*$",
+    re.IGNORECASE,
+)
 _REFUSAL = re.compile(
     r"\b(?:I(?:'m| am) (?:sorry|unable|not able)|I can(?:no|')t (?:help|assist|evaluate|provide|comply)|"
     r"cannot (?:assist|help|comply)|as an AI)\b",
@@ -108,6 +125,8 @@ def _score_from_value(value: Any) -> tuple[int | None, str | None]:
         return None, f"not a score: {value!r}"
     if isinstance(value, int | float):
         return (int(value), None) if value in (-1, 0, 1) else (None, f"score {value} outside -1, 0, 1")
+    if isinstance(value, str) and _ALTERNATIVES.search(value):
+        return None, f"ambiguous score {value.strip()!r}"
     if isinstance(value, str):
         number = _number(value.strip().strip("*"))
         if number is not None:
@@ -147,9 +166,11 @@ def parse_judge_output(text: str | None) -> JudgeVerdict:
             continue
         rationale = next((str(lowered[k]) for k in _JSON_RATIONALE_KEYS if lowered.get(k)), body)
         score, problem = _score_from_value(lowered[key])
-        return JudgeVerdict(score, rationale, "json", problem)
+        method = "ambiguous" if problem and problem.startswith("ambiguous") else "json"
+        return JudgeVerdict(score, rationale, method, problem)
 
     text_body = _strip_rubric(body)
+    ambiguous: list[str] = []
     numbers: list[tuple[float, bool]] = []  # (value, marked final)
     scales: list[str] = []
     for match in _STATEMENT.finditer(text_body):
@@ -158,12 +179,19 @@ def parse_judge_output(text: str | None) -> JudgeVerdict:
         value = _number(match.group("num"))
         if value is None:
             continue
+        alternative = _ALTERNATIVE.match(match.group("after"))
+        if alternative is not None and value in (-1, 0, 1):
+            ambiguous.append((match.group("num") + alternative.group(0)).strip())
+            continue
         scale = re.match(r"\s*/\s*(\d+)", match.group("after"))
         if scale:  # "7/10": a score on another scale
             scales.append(f"{value:g}/{scale.group(1)}")
             continue
         numbers.append((value, bool(match.group("final"))))
     lines = [line for line in text_body.splitlines() if line.strip()]
+    ambiguous += [line.strip() for line in lines[:1] + lines[-1:] if _ALTERNATIVES_LINE.match(line)]
+    if ambiguous:
+        return JudgeVerdict(None, body, "ambiguous", f"ambiguous score {ambiguous[0]!r}: alternatives, not one score")
     words: list[int] = []
     for line in lines[:1] + lines[-1:] if lines else []:
         bare = _BARE_LINE.match(line)

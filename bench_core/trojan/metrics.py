@@ -89,6 +89,11 @@ def trojan_report(data: Any) -> dict[str, Any]:
         ]
         block = metrics_from_labels(scores)
         block["n_failed"] = sum(t.status not in ("scored", "flagged") for t in traces)
+        # counted apart, never scored: verdicts without one readable score, the ambiguous ("1 or 0") among them
+        block["n_unparseable"] = sum(t.status == "flagged" for t in traces)
+        block["n_ambiguous"] = sum(
+            t.status == "flagged" and (t.flag_reason or "").startswith("ambiguous") for t in traces
+        )
         block["judge_models"] = sorted({t.judge_model for t in traces if t.judge_model})
         block["model"] = traces[0].model_name
         block["endpoint"] = traces[0].endpoint

@@ -352,8 +352,19 @@ class TrojanTrace:
             note=self.note,
         )
 
+    @property
+    def judge_verdict(self) -> str | None:
+        """The judge's last answer, as it wrote it (the one the label was read from, or the last unreadable one)."""
+        return self.judge_outputs[-1] if self.judge_outputs else None
+
     def to_json(self) -> dict[str, Any]:
-        """The review app's ``traces.jsonl`` line (demo format keys first, then the extra ones)."""
+        """The review app's ``traces.jsonl`` line (demo format keys first, then the extra ones).
+
+        ``question`` (the Stage A prompt), ``target_answer``, ``judge_verdict`` (the judge's text) and
+        ``parsed_label`` (polluted / neutral / recognized, or null) name each step of the item;
+        ``unparseable`` marks a verdict no score could be read from (ambiguous ones included), which
+        is counted apart and never scored.
+        """
         return {
             "id": self.record_id,
             "model": self.model,
@@ -369,6 +380,11 @@ class TrojanTrace:
             "model_name": self.model_name,
             "endpoint": self.endpoint,
             "judge_outputs": list(self.judge_outputs),
+            "question": self.prompt,
+            "target_answer": self.model_response,
+            "judge_verdict": self.judge_verdict,
+            "parsed_label": self.judge_label_name,
+            "unparseable": self.flagged,
         }
 
 
@@ -575,6 +591,16 @@ def write_traces(traces: Sequence[TrojanTrace], out_dir: str | Path) -> list[Pat
         for trace in traces:
             handle.write(json.dumps(trace.to_json(), ensure_ascii=False) + "\n")
     return [out / RECORDS_FILE, out / TRACES_FILE]
+
+
+def write_run_traces(run_dir: str | Path) -> Path:
+    """Write the run directory's per-item trace file ``traces.jsonl`` (replaced whole), one line per
+    (record, target model): question, target answer, judge prompt, judge verdict, parsed label."""
+    run_dir = Path(run_dir)
+    traces = read_run(run_dir)
+    path = run_dir / TRACES_FILE
+    write_atomic(path, (json.dumps(trace.to_json(), ensure_ascii=False) + "\n" for trace in traces))
+    return path
 
 
 def append_run_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ from tests.fakes.openai_server import FakeOpenAIServer
 
 from .test_export import build_study
 
-HC_TABLES = {"accuracy_macro_f1", "failure_modes", "mcnemar"}
+HC_TABLES = {"accuracy_macro_f1", "failure_modes", "mcnemar", "macro_f1_by_context_quartile", "model_mcnemar"}
 
 NASTY = r"R&D_50% #1 $x$ {y} ~z^ \path <a|b> --opt [beta] 模型（中文） café ≥5µg"
 BENCH_REPORT_TABLES = {

@@ -20,7 +20,10 @@ class ChatRequest:
 
     ``messages`` are OpenAI-style dicts (role system/user/assistant/tool, content string);
     ``tools`` are OpenAI-style function tool definitions (``{"type": "function", "function":
-    {...}}``); adapters translate both. ``extra`` is passed through to the request body.
+    {...}}``); adapters translate both. ``extra`` is passed through to the request body (OpenAI:
+    body fields such as ``chat_template_kwargs``; Anthropic: ``extra_body``; Google: config fields).
+    ``max_tokens_param`` names the OpenAI body field of the token cap for this request
+    (``max_completion_tokens`` for OpenAI reasoning models); None keeps the model's own.
     """
 
     messages: tuple[dict[str, Any], ...]
@@ -30,6 +33,7 @@ class ChatRequest:
     tools: tuple[dict[str, Any], ...] | None = None
     response_format: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    max_tokens_param: str | None = None
 
     def settings(self) -> dict[str, Any]:
         """The decoding settings as recorded in results (no message text)."""

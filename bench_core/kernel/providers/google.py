@@ -2,8 +2,10 @@
 
 Translates the OpenAI-style ``ChatRequest`` to ``client.aio.models.generate_content``: system
 messages become ``system_instruction``, assistant turns the ``model`` role, tools function
-declarations, and a reasoning effort a thinking budget (``include_thoughts`` so the trace is kept).
-The SDK does not retry unless asked (no ``retry_options``), so the runner's policy applies.
+declarations, and a reasoning effort a thinking configuration (``thinking_config``): a thinking
+*level* for Gemini 3 models, which take no budget, a thinking budget for the others;
+``include_thoughts`` so the trace is kept. The SDK does not retry unless asked (no
+``retry_options``), so the runner's policy applies.
 """
 
 from __future__ import annotations
@@ -25,6 +27,38 @@ from bench_core.kernel.providers.base import (
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 THINKING_BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 24576}
+# Gemini 3 takes a level; "minimal" exists on Flash models only (Pro's lowest level is "low"), and
+# thinking cannot be switched off ("none").
+THINKING_LEVELS = ("minimal", "low", "medium", "high")
+
+
+def thinking_config(
+    model: str,
+    effort: str,
+    *,
+    include_thoughts: bool | None = None,
+    budgets: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """The ``thinking_config`` of a reasoning effort for ``model``.
+
+    Gemini 3 (``gemini-3`` in the id): ``{"thinking_level": ...}``, "minimal" becoming "low" on Pro
+    models; "none" is refused. Other models: ``{"thinking_budget": budgets[effort]}`` (default
+    ``THINKING_BUDGETS``). ``include_thoughts`` defaults to "whenever the model thinks".
+    """
+    name = model.lower()
+    if "gemini-3" in name:
+        if effort not in THINKING_LEVELS:
+            raise ValueError(
+                f"reasoning effort {effort!r} not one of {', '.join(THINKING_LEVELS)} for Gemini 3 models "
+                "(they cannot switch thinking off)"
+            )
+        level = "low" if effort == "minimal" and "pro" in name else effort
+        return {"thinking_level": level, "include_thoughts": True if include_thoughts is None else include_thoughts}
+    table = THINKING_BUDGETS if budgets is None else budgets
+    if effort not in table:
+        raise ValueError(f"reasoning effort {effort!r} not one of {', '.join(table)}")
+    budget = table[effort]
+    return {"thinking_budget": budget, "include_thoughts": budget > 0 if include_thoughts is None else include_thoughts}
 
 
 class GoogleModel:
@@ -94,12 +128,7 @@ class GoogleModel:
         if request.max_tokens is not None:
             config["max_output_tokens"] = request.max_tokens
         if request.reasoning_effort is not None:
-            if request.reasoning_effort not in THINKING_BUDGETS:
-                raise ValueError(
-                    f"reasoning effort {request.reasoning_effort!r} not one of {', '.join(THINKING_BUDGETS)}"
-                )
-            budget = THINKING_BUDGETS[request.reasoning_effort]
-            config["thinking_config"] = {"thinking_budget": budget, "include_thoughts": budget > 0}
+            config["thinking_config"] = thinking_config(self.name, request.reasoning_effort)
         if request.tools:
             config["tools"] = [
                 {

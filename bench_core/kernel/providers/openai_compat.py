@@ -73,7 +73,7 @@ class OpenAICompatModel:
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.max_tokens is not None:
-            body[self.max_tokens_param] = request.max_tokens
+            body[request.max_tokens_param or self.max_tokens_param] = request.max_tokens
         if request.reasoning_effort is not None:
             body["reasoning_effort"] = request.reasoning_effort
         if request.tools:

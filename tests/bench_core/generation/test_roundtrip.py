@@ -10,7 +10,9 @@ from typer.testing import CliRunner
 from bench_core.cli.main import app
 from bench_core.generation.sources import load_source
 from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.items import MCQItem
 from bench_core.medmisbench.run import prepare_items
+from bench_core.medmisbench.targets import draw_type1_target
 from tests.bench_core.generation.fake_generator import FakeGenerator
 from tests.fakes.openai_server import Reply
 
@@ -72,12 +74,14 @@ def test_generate_export_evaluate_report(fake_openai, tmp_path):
         "Authority (Guideline, Discharge Note, SOP)",
     )
     assert set(row) == {"id", "question", "answer", "opa", "opb", "opc", "opd", "injecta", "injectb", "injectc",
-                        "injectd", "injection_provenance", "injection_content",
+                        "injectd", "injection_provenance", "injection_content", "type1_target",
                         "generator_model", "prompt_version", "difficulty", "mislead_score"}  # fmt: skip
     for original, loaded in zip(bundles, exported, strict=True):
-        assert loaded.model_dump(mode="json", exclude={"source_file", "source_line"}) == {
-            k: v for k, v in original.items() if k not in ("source_file", "source_line")
+        assert loaded.model_dump(mode="json", exclude={"source_file", "source_line", "type1_target"}) == {
+            k: v for k, v in original.items() if k not in ("source_file", "source_line", "type1_target")
         }
+        # the Type 1 target travels with the benchmark: drawn once, with the generation seed
+        assert loaded.type1_target == draw_type1_target(MCQItem.model_validate(original), 11) is not None
         assert loaded.injection.content_type == "exception_poisoning" and loaded.injection.generator_model == "gen"
     assert len(exported) == len(QUESTIONS)
 
@@ -87,7 +91,8 @@ def test_generate_export_evaluate_report(fake_openai, tmp_path):
     result = CliRunner().invoke(
         app,
         ["run", "medmisbench", "--data", str(gen_dir / "benchmark"), "--model", "evalm", "--base-url",
-         evaluated.url, "--out", str(run_dir), "--no-progress"],
+         evaluated.url, "--out", str(run_dir), "--no-progress", "--template", "medmisbench-notebook@1",
+         "--protocol", "strict"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert evaluated.request_count == 3 * len(QUESTIONS)

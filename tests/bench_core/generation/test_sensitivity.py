@@ -92,7 +92,8 @@ def _evaluated_model(items):
 
 def _run(server, data, out):
     args = ["run", "medmisbench", "--data", str(data), "--model", "evalm", "--base-url", server.url]
-    result = CliRunner().invoke(app, [*args, "--out", str(out), "--no-progress"])
+    legacy = ["--template", "medmisbench-notebook@1", "--protocol", "strict"]  # the policy reads its layout
+    result = CliRunner().invoke(app, [*args, "--out", str(out), "--no-progress", *legacy])
     assert result.exit_code == 0, result.output
 
 

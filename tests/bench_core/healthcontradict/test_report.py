@@ -46,6 +46,8 @@ def test_hc_json_csv_latex_and_terminal(hc_report, tmp_path):
         "accuracy_macro_f1.tex",
         "failure_modes.tex",
         "mcnemar.tex",
+        "macro_f1_by_context_quartile.tex",  # Fig. 7 as a table
+        "model_mcnemar.tex",  # two models: McNemar between them per template
     }
     with (tmp_path / "metrics.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -61,6 +63,7 @@ def test_hc_figures(hc_report):
         "probability_density",
         "agreement_heatmap",
         "accuracy_by_context_quartile",
+        "macro_f1_by_context_quartile",  # the paper's Fig. 7
     }
     bars = figures["accuracy_macro_f1_by_template"].data[0]
     assert list(bars.y) == [0.5, 0.625, 0.25, 0.75, 0.75]

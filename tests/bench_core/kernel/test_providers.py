@@ -212,3 +212,21 @@ def test_real_sdk_on_the_loopback_server(fake_openai, provider, monkeypatch):
     assert (response.text, response.reasoning) == ("echo: hello", "trace")
     assert server.requests[-1].wire == provider and server.requests[-1].system_text == "sys"
     assert server.request_count == 2  # the SDK made no retry of its own
+
+
+def test_gemini_3_gets_a_thinking_level_not_a_budget(fake_openai):
+    """Gemini 3 models take ``thinking_level`` (a budget is for earlier models); on the wire through the SDK."""
+    from bench_core.kernel.providers.google import thinking_config
+
+    assert thinking_config("gemini-3.1-pro-preview", "high") == {"thinking_level": "high", "include_thoughts": True}
+    assert thinking_config("gemini-3.1-pro-preview", "minimal")["thinking_level"] == "low"  # Pro has no minimal
+    assert thinking_config("gemini-3.1-flash-lite-preview", "minimal")["thinking_level"] == "minimal"
+    assert thinking_config("gemini-2.5-flash", "medium") == {"thinking_budget": 8192, "include_thoughts": True}
+    with pytest.raises(ValueError, match="cannot switch thinking off"):
+        thinking_config("gemini-3-flash", "none")
+    server = fake_openai(lambda received: Reply(content="B"))
+    model = GoogleModel("gemini-3.1-pro-preview", base_url=server.url.removesuffix("/v1"), api_key="k")
+    request = ChatRequest(messages=({"role": "user", "content": "Q?"},), reasoning_effort="low")
+    assert asyncio.run(model.complete(request, timeout=5)).text == "B"
+    (received,) = server.requests
+    assert received.body["generationConfig"]["thinkingConfig"] == {"thinking_level": "LOW", "include_thoughts": True}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 from bench_core.medmisbench.conditions import Condition
-from bench_core.medmisbench.prompts import get_template
+from bench_core.medmisbench.prompts import LEGACY_TEMPLATE_ID, DeliveryTemplate, get_template
 from bench_core.medmisbench.run import PreparedItem
 
 UNPARSEABLE = "I am not able to decide between these options."
@@ -47,9 +47,15 @@ def reply_text(answer: str | None) -> str:
     return json.dumps({"thinking_process": f"Considering the options, {answer} fits best.", "answer_letter": answer})
 
 
-def prompts(prepared: list[PreparedItem], conditions: list[str]) -> dict[tuple[str, str], str]:
-    """(item id, condition) -> the user prompt the runner sends, for every usable item."""
-    template = get_template()
+def prompts(
+    prepared: list[PreparedItem], conditions: list[str], template: DeliveryTemplate | None = None
+) -> dict[tuple[str, str], str]:
+    """(item id, condition) -> the user prompt the runner sends, for every usable item.
+
+    The scenario's numbers are medrev's strict protocol's; its prompts are those of ``template``
+    (default the earlier ``medmisbench-notebook@1``, which the scenario was written against).
+    """
+    template = template or get_template(LEGACY_TEMPLATE_ID)
     return {
         (entry.item.id, name): template.render(entry.item, Condition.parse(name), entry.target)[-1]["content"]
         for entry in prepared
@@ -58,13 +64,15 @@ def prompts(prepared: list[PreparedItem], conditions: list[str]) -> dict[tuple[s
     }
 
 
-def answer_book(prepared: list[PreparedItem], conditions: list[str]) -> dict[str, str]:
+def answer_book(
+    prepared: list[PreparedItem], conditions: list[str], template: DeliveryTemplate | None = None
+) -> dict[str, str]:
     """Rendered user prompt -> scripted reply text, for every (item, condition) in the scenario.
 
     Defensive variants not listed in ``ANSWERS`` answer like their no-defence condition.
     """
     book: dict[str, str] = {}
-    for (item_id, name), prompt in prompts(prepared, conditions).items():
+    for (item_id, name), prompt in prompts(prepared, conditions, template).items():
         answers = ANSWERS[item_id]
         book[prompt] = reply_text(answers.get(name, answers[Condition.parse(name).base]))
     return book

@@ -93,6 +93,10 @@ def _run(server, data_dir, out, *extra):
         "512",
         "--reasoning-effort",
         "low",
+        "--template",
+        "medmisbench-notebook@1",
+        "--protocol",
+        "strict",
         *extra,
     ]
     return CliRunner().invoke(app, args, env={"MEDREV_TEST_KEY": SECRET}, catch_exceptions=False)
@@ -252,6 +256,8 @@ def test_strict_refuses_a_file_with_a_bad_row(tmp_path, fake_openai):
             "--out",
             str(out),
             "--no-progress",
+            "--protocol",
+            "strict",
         ],
     )
     assert lenient.exit_code == 0 and "not loaded" in lenient.output and "MEDMISQA.jsonl:2" in lenient.output

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from bench_core.cli.main import app
 from bench_core.medmisbench.data import load_medmisbench
+from bench_core.medmisbench.prompts import get_template
 from bench_core.medmisbench.run import prepare_items
 from tests.bench_core.interrupt import interrupt_cli, run_cli
 from tests.bench_core.medmisbench.scenario import prompts
@@ -80,8 +81,8 @@ def test_sigkill_then_resume_repeats_only_in_flight_calls(fake_openai, tmp_path)
     resumed = run_cli(_args(server, data, out))
     assert resumed.returncode == 0, resumed.stderr.decode()
 
-    prepared = prepare_items(load_medmisbench(data).items)
-    by_prompt = {text: key for key, text in prompts(prepared, CONDITIONS).items()}
+    prepared = prepare_items(load_medmisbench(data, reading="authors").items)  # the default protocol's reading
+    by_prompt = {text: key for key, text in prompts(prepared, CONDITIONS, get_template()).items()}
     counts = Counter(by_prompt[r.last_user_text] for r in server.requests)
     assert len(counts) == N_ITEMS * len(CONDITIONS)  # every (item, condition) was asked at least once
     repeated = {key for key, count in counts.items() if count > 1}

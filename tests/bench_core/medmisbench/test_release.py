@@ -9,6 +9,8 @@ import pytest
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.items import InjectionBundle, MCQItem
 from bench_core.medmisbench.release import release_row, write_release
+from bench_core.medmisbench.run import prepare_items
+from bench_core.medmisbench.targets import DEFAULT_SEED, draw_type1_target
 
 
 def _item(item_id, subset, labels, **bundle):
@@ -21,6 +23,7 @@ def _item(item_id, subset, labels, **bundle):
 
 
 def test_sample_benchmark_round_trips(sample_dir, tmp_path):
+    """The copy reads back as the same items, now carrying the Type 1 target drawn once for them."""
     items = load_medmisbench(sample_dir, strict=True).items
     write_release(items, tmp_path / "copy")
     again = load_medmisbench(tmp_path / "copy", strict=True).items
@@ -29,7 +32,31 @@ def test_sample_benchmark_round_trips(sample_dir, tmp_path):
     def dumped(loaded):
         return [i.model_dump(exclude=strip) for i in sorted(loaded, key=lambda i: (i.subset, i.id))]
 
-    assert len(again) == 7 and dumped(again) == dumped(items)
+    with_targets = [i.model_copy(update={"type1_target": draw_type1_target(i, DEFAULT_SEED)}) for i in items]
+    assert len(again) == 7 and dumped(again) == dumped(with_targets)
+    assert all(i.type1_target is not None for i in again)
+    # A second export of the copy writes the same files (the stored target is kept, not drawn again).
+    write_release(again, tmp_path / "copy2", seed=99)
+    for path in (tmp_path / "copy").glob("*.jsonl"):
+        assert (tmp_path / "copy2" / path.name).read_text() == path.read_text()
+
+
+def test_bench_run_uses_the_target_in_the_file_before_drawing(tmp_path):
+    item = _item("t1", "PILOT", ["A", "B", "C", "D"])
+    drawn = draw_type1_target(item, DEFAULT_SEED)
+    stored = next(label for label in ("A", "C", "D") if label != drawn)  # a target the seed would not give
+    row = {**release_row(item), "type1_target": stored}
+    path = tmp_path / "PILOT.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    for reading in ("medrev", "authors"):
+        (loaded,) = load_medmisbench(path, strict=True, reading=reading).items
+        (entry,) = prepare_items([loaded], seed=12345)
+        assert loaded.type1_target == entry.target == stored
+        assert entry.to_json(12345)["target_source"] == "file"
+    # A stored target that is not a wrong option with a misleading sentence refuses the row.
+    path.write_text(json.dumps({**row, "type1_target": "B"}) + "\n")  # B is the gold option
+    (issue,) = load_medmisbench(path).issues
+    assert issue.field == "type1_target" and "not a wrong option" in issue.message
 
 
 def test_numeric_labels_extra_columns_and_stale_files(tmp_path):
@@ -58,10 +85,16 @@ def test_numeric_labels_extra_columns_and_stale_files(tmp_path):
     assert loaded["l1"].injection.prompt_version == "p@1" and loaded["l1"].injection.difficulty is None
 
 
-def test_labels_the_format_cannot_hold_are_refused():
-    item = MCQItem(id="x", subset="S", question="q?", options={"A": "a", "C": "c"}, gold="A")
-    with pytest.raises(ValueError, match="needs A, B, C"):
-        release_row(item)
+def test_labels_keep_their_columns_and_labels_the_format_cannot_hold_are_refused(tmp_path):
+    gap = MCQItem(id="x", subset="S", question="q?", options={"A": "a", "C": "c"}, gold="A")
+    row = release_row(gap)
+    assert (row["opa"], row["opc"], "opb" in row) == ("a", "c", False)
+    write_release([gap], tmp_path)
+    assert load_medmisbench(tmp_path, strict=True).items[0].options == {"A": "a", "C": "c"}
+    for options in ({"A": "a", "1": "b"}, {"B": "b", "A": "a"}, {"A": "a", "N": "n"}):
+        item = MCQItem(id="x", subset="S", question="q?", options=options, gold="A")
+        with pytest.raises(ValueError, match=r"letters A-M or numbers 1-13|not in column order"):
+            release_row(item)
 
 
 def test_bad_score_columns_are_reported(tmp_path):

@@ -58,7 +58,7 @@ def parse_prompt(text: str) -> tuple[str, list[str], dict[str, str]]:
     question = re.search(r"Question:\n(.*?)\n\n", text, re.S).group(1).strip()
     context = re.search(r"Additional Clinical Context:\n(.*?)\n\n", text, re.S)
     sentences = [s for s in context.group(1).splitlines() if s.strip()] if context else []
-    block = re.search(r"Options:\n(.*?)\n\n", text, re.S).group(1)
+    block = re.search(r"Options:\n(.*?)(?:\n\n|\Z)", text, re.S).group(1)  # either template's layout
     options = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
     return question, sentences, options
 

@@ -21,7 +21,7 @@ from bench_core.kernel.runner import RetryPolicy, Runner
 from bench_core.kernel.store import ResultStore
 from bench_core.medmisbench.conditions import Condition
 from bench_core.medmisbench.data import load_medmisbench
-from bench_core.medmisbench.prompts import get_template
+from bench_core.medmisbench.prompts import LEGACY_TEMPLATE_ID, get_template
 from bench_core.medmisbench.run import EvalSettings, append_run_manifest, prepare_items, read_run_data, write_items
 from bench_core.medmisbench.targets import DEFAULT_SEED
 from bench_core.mitigation.harness import HarnessSettings, ToolHarness, build_harness_jobs, citations
@@ -73,7 +73,12 @@ def run(
     append_run_manifest(tmp_path, {"model": model.name})
     harness = ToolHarness(model, backend, settings, step_retry=step_retry)
     jobs = build_harness_jobs(
-        prepared, [Condition.parse(c) for c in conditions], harness, get_template(), EvalSettings(), label="agent"
+        prepared,
+        [Condition.parse(c) for c in conditions],
+        harness,
+        get_template(LEGACY_TEMPLATE_ID),
+        EvalSettings(),
+        label="agent",
     )
     store = ResultStore(tmp_path)
     runner = Runner(store, concurrency=2, retry=RetryPolicy(max_attempts=1), timeout=settings.time_budget + 30)
@@ -136,7 +141,8 @@ def test_a_model_that_searches_visits_and_answers(fake_openai, tmp_path):
     body = requests[0].body
     assert [t["function"]["name"] for t in body["tools"]] == ["search_web", "visit_web"]
     assert body["messages"][0]["role"] == "system" and "at most 8 tool calls" in body["messages"][0]["content"]
-    item_prompt = get_template().render(PREPARED["hm-02"].item, Condition("clean"), PREPARED["hm-02"].target)
+    entry = PREPARED["hm-02"]
+    item_prompt = get_template(LEGACY_TEMPLATE_ID).render(entry.item, Condition("clean"), entry.target)
     assert body["messages"][1:] == list(item_prompt)  # exactly the no-tool run's prompt
     assert "tool_choice" not in body
     assert requests[1].body["messages"][-1]["content"].startswith("Results for 'magnesium sulfate eclampsia':")
