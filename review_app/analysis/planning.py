@@ -63,6 +63,7 @@ from review_app.analysis.harm_model import (
     INTERCEPT,
     LATENT_LOGISTIC_VARIANCE,
     HarmModelResult,
+    Penalty,
     fit_random_intercept_logit,
 )
 from review_app.analysis.layout import AnalysisInputError
@@ -693,31 +694,40 @@ class HarmPilot:
     n_reviewers: int
     term: str
     not_estimable: tuple[str, ...] = ()
+    penalty: str = "none"  # the pilot's fit; every simulated study is fitted the same way
 
     @classmethod
     def from_fit(cls, data: pd.DataFrame, result: HarmModelResult, *, task: str, term: str | None) -> HarmPilot:
-        """From a pilot's harm-model input (one row per annotation, with a task column) and its fit."""
+        """From a pilot's harm-model input (one row per annotation, with a task column) and its fit.
+
+        Only the rows that entered the fit are resampled (``in_model``, when the table has it: e.g.
+        items without a clarity score are left out unless the pilot kept them as a level). Without
+        ``term``, the first term the pilot estimates is planned for.
+        """
         names = [t.name for t in result.terms if t.name != INTERCEPT]
         if not names:
             raise AnalysisInputError("the pilot's harm model has no fixed-effect term to plan for")
-        chosen = term or names[0]
-        if chosen not in names:
-            raise AnalysisInputError(f"the pilot's harm model has no term {chosen!r}; terms: {', '.join(names)}")
-        # A separated term (a level whose pilot annotations are all 0 or all 1) has no finite
-        # estimate; simulating from where the optimiser stopped would make those outcomes certain.
-        # Such terms are simulated with no effect (log-odds 0) and named in the plan's notes.
-        not_estimable = tuple(
+        # A separated term (a level whose pilot annotations are all 0 or all 1) has no finite estimate
+        # under maximum likelihood, or one that comes from the prior of a penalised fit; simulating from
+        # it would make those outcomes (all but) certain. Such terms, and any the pilot could not
+        # estimate, are simulated with no effect (log-odds 0) and named in the plan's notes.
+        unusable = {
             t.name
             for t in result.terms
-            if t.name not in (INTERCEPT, chosen)
-            and (abs(t.estimate) > HUGE_ESTIMATE or (math.isfinite(t.se) and t.se > HUGE_SE))
-        )
-        intercept = result.term(INTERCEPT)
-        if abs(intercept.estimate) > HUGE_ESTIMATE:
+            if t.separated or not t.estimable or abs(t.estimate) > HUGE_ESTIMATE or t.se > HUGE_SE
+        }
+        chosen = term or next((n for n in names if n not in unusable), names[0])
+        if chosen not in names:
+            raise AnalysisInputError(f"the pilot's harm model has no term {chosen!r}; terms: {', '.join(names)}")
+        not_estimable = tuple(n for n in names if n in unusable and n != chosen)
+        if INTERCEPT in unusable:
             raise AnalysisInputError(
                 "the pilot's harm model has no finite intercept (worst cases are all but absent or universal at the "
-                "reference levels); plan without the pilot (--expected, --icc, --reviewers)"
+                "reference levels); choose other reference levels for the pilot (Analysis page) or plan without the "
+                "pilot (--expected, --icc, --reviewers)"
             )
+        if "in_model" in data:
+            data = data.loc[data["in_model"].astype(bool)]
         tasks = data.groupby(task, sort=True)[list(result.fixed)].first().reset_index(drop=True)
         return cls(
             tasks=tasks.astype(str),
@@ -728,6 +738,7 @@ class HarmPilot:
             group_variance=result.group_variance,
             n_reviewers=result.n_groups,
             term=chosen,
+            penalty=result.penalty.key,
         )
 
 
@@ -785,13 +796,23 @@ def _sim_harm(
             # An ill-conditioned step in one simulated study is the fit's business: it reports
             # non-convergence or an undefined p-value, which counts as no rejection below.
             warnings.simplefilter("ignore")
-            result = fit_random_intercept_logit(frame, "y", fixed, "reviewer", reference=reference)
+            result = fit_random_intercept_logit(
+                frame, "y", fixed, "reviewer", reference=reference, penalty=None if pilot is None else pilot.penalty
+            )
         fitted = result.term(term)
     except (AnalysisInputError, KeyError, np.linalg.LinAlgError):
         return 0.0
     if not result.converged or not math.isfinite(fitted.p_value):
         return 0.0
     return float(fitted.p_value < alpha and np.sign(fitted.estimate) == np.sign(log_or))
+
+
+def _model_text(penalty: str | None) -> str:
+    """How each simulated study is fitted (the plan's ``model`` assumption)."""
+    chosen = Penalty.parse(penalty)
+    if not chosen.active:
+        return "random-intercept logit, Laplace ML fit, Wald test"
+    return f"random-intercept logit, Laplace fit, {chosen.label}, Wald test"
 
 
 def _approximate_tasks(
@@ -991,7 +1012,7 @@ def plan_harm_or(
             "alpha": float(alpha),
             "dual_share": float(dual_share),
             "term": "x[1]" if pilot is None else pilot.term,
-            "model": "random-intercept logit, Laplace ML fit, Wald test",
+            "model": _model_text(None if pilot is None else pilot.penalty),
         },
         notes=tuple(notes),
     )

@@ -7,17 +7,19 @@ lead). The measures, and the choices behind them:
 * **Severity** is the reviewer's random intercept in the study's harm model (worst case ~ model +
   content type + provenance + clarity stratum + (1 | reviewer)), i.e. how much more often than an
   average reviewer they classify a response as worst case, on the log-odds scale. The value is the
-  conditional mode of the intercept at the ML estimates and its interval uses the conditional SD
+  conditional mode of the intercept at the fitted estimates and its interval uses the conditional SD
   from the Laplace approximation (``sigma / sqrt(curvature)``), as ``lme4::ranef(condVar = TRUE)``
-  gives them; both are computed here from the fitted coefficients, so the harm-model fit itself is
-  the one the Analysis page reports.
+  gives them; both are computed here from the fitted coefficients. The fit is the one the Analysis
+  page reports (:class:`~review_app.analysis.rubric_b.StudyHarmModel`: the study's reference levels,
+  handling of items without a clarity score, penalty, and clarity strata from its own Rubric A
+  scores); when the Analysis page has no harm model, there is no severity either.
 * **Agreement with co-raters** is pairwise weighted agreement on shared tasks: for every task a
   reviewer shares, every co-rater and every dimension, the ordinal weight of the two scores (the
   weights of Gwet's AC2, 1 for the same score), averaged.
 * **Time on task**: median and quartiles of seconds per annotation; outliers are annotations
   outside Tukey's fences (1.5 IQR) of the panel's log seconds, counted as too fast or too slow.
 * **Drift** compares the first and the last third of each reviewer's work (by submission time):
-  severity from the harm model refitted with one intercept per reviewer and third, and agreement
+  severity from the harm model refitted (same spec) with one intercept per reviewer and third, and agreement
   with co-raters. The drift *test* is a CUSUM of signed disagreement with co-raters: on each shared
   task ``d = mean over co-raters and dimensions of (co-rater score - own score) / (K - 1)``
   (positive: harsher than the co-raters). The chart is the cumulative sum of ``d - mean(d)``;
@@ -47,7 +49,7 @@ from review_app.analysis.harm_model import INTERCEPT, HarmModelResult
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.layout import AnalysisInputError
 from review_app.analysis.proportions import wilson
-from review_app.analysis.rubric_b import fit_harm_model, harm_model_data
+from review_app.analysis.rubric_b import HarmModelSpec, StudyHarmModel
 from review_app.rubrics import get_rubric
 
 PERIODS = ("first", "middle", "last")
@@ -116,6 +118,7 @@ class ReviewerQuality:
     thresholds: QualityThresholds
     notes: tuple[str, ...] = ()
     panel: dict[str, float | None] = field(default_factory=dict)
+    harm_model: HarmModelResult | None = None  # the fit severity was read from (the Analysis page's)
 
     def alerts_for(self, kind: str) -> list[Alert]:
         return [a for a in self.alerts if a.kind == kind]
@@ -137,20 +140,29 @@ def conditional_modes(data: pd.DataFrame, result: HarmModelResult) -> pd.DataFra
     used = data[[result.outcome, *result.fixed, result.group]]
     blank = used.apply(lambda column: column.astype(str).str.strip().eq(""))
     frame = used.loc[~(used.isna() | blank).any(axis=1)]
-    # A separated level's estimate runs off to infinity, where its rows carry no information about a
-    # reviewer (mu is 0 or 1 exactly): they leave the computation, as they leave the fit.
+    # Under maximum likelihood a separated level has no finite estimate and its rows left the fit (they
+    # carry no information about a reviewer: mu is 0 or 1 in the limit), so they leave here too. A term
+    # that is only "not identifiable" once those rows are gone was aliased: its rows stayed in the fit
+    # and its effect is carried by the other terms, so it contributes 0. A penalised fit keeps every
+    # row and gives separated terms finite estimates, which are used as they are.
+    intercept = result.term(INTERCEPT)
+    if not math.isfinite(intercept.estimate):
+        raise AnalysisInputError(
+            f"severity needs an estimable intercept; {intercept.separation or 'it is not estimable'}: choose another "
+            "reference level (Analysis page) or the penalised fit"
+        )
+    xb = np.full(len(frame), intercept.estimate)
     for term in result.terms:
-        if term.separated and term.column is not None:
-            frame = frame.loc[frame[term.column].astype(str).str.strip() != term.level]
-    y = pd.to_numeric(frame[result.outcome]).to_numpy(dtype=float)
-    xb = np.zeros(len(frame))
-    for term in result.terms:
-        if term.separated and term.column is not None:
+        if term.column is None:
             continue
-        if term.name == INTERCEPT:
-            xb += term.estimate
-        elif term.column is not None:
-            xb += term.estimate * (frame[term.column].astype(str).str.strip() == term.level).to_numpy()
+        at_level = frame[term.column].astype(str).str.strip() == term.level
+        if math.isfinite(term.estimate):
+            xb = xb + term.estimate * at_level.to_numpy()
+        elif not (term.separation or "").startswith("not identifiable"):
+            xb = np.where(at_level.to_numpy(), np.nan, xb)
+    keep = ~np.isnan(xb)
+    frame, xb = frame.loc[keep], xb[keep]
+    y = pd.to_numeric(frame[result.outcome]).to_numpy(dtype=float)
     codes, groups = pd.factorize(frame[result.group].astype(str), sort=True)
     sigma = math.sqrt(result.group_variance)
     u = np.zeros(len(groups))
@@ -178,10 +190,27 @@ def conditional_modes(data: pd.DataFrame, result: HarmModelResult) -> pd.DataFra
     )
 
 
-def reviewer_severity(annotations: pd.DataFrame) -> Severity:
-    """The study's harm model and every reviewer's severity (raises AnalysisInputError if it cannot be fitted)."""
-    result = fit_harm_model(annotations)
-    return Severity(conditional_modes(harm_model_data(annotations), result), result)
+def reviewer_severity(
+    data: pd.DataFrame, spec: HarmModelSpec | None = None, *, result: HarmModelResult | None = None
+) -> Severity:
+    """Every reviewer's severity in a harm model.
+
+    ``data`` is the model's input table (:meth:`HarmModelSpec.data`); ``result`` the fit on it when
+    the caller has it (the Analysis page's), otherwise it is fitted under ``spec`` (the paper's
+    defaults when None; raises AnalysisInputError if it cannot be fitted).
+    """
+    if result is None:
+        result = (spec or HarmModelSpec()).fit(data)
+    return Severity(conditional_modes(data, result), result)
+
+
+def _fit_for_severity(annotations: pd.DataFrame, spec: HarmModelSpec) -> StudyHarmModel:
+    """The harm model under ``spec`` when no caller supplied the study's (pure use, e.g. from a file)."""
+    try:
+        data = spec.data(annotations)
+        return StudyHarmModel(spec, data, spec.fit(data))
+    except (AnalysisInputError, np.linalg.LinAlgError) as error:
+        return StudyHarmModel(spec, note=str(error))
 
 
 # --- periods, pairs and agreement ---------------------------------------------------------------
@@ -356,11 +385,14 @@ def gold_accuracy(gold_annotations: pd.DataFrame, expected: Mapping[int, Mapping
 # --- the report -----------------------------------------------------------------------------------
 
 
-def _period_severity(annotations: pd.DataFrame, periods: pd.Series) -> tuple[pd.DataFrame | None, str | None]:
-    """Severity of each reviewer in their first and last third: the harm model with one intercept per both."""
+def _period_severity(
+    annotations: pd.DataFrame, periods: pd.Series, spec: HarmModelSpec
+) -> tuple[pd.DataFrame | None, str | None]:
+    """Severity of each reviewer in their first and last third: the study's harm model (same spec)
+    refitted with one intercept per reviewer and third."""
     labelled = annotations.assign(**{C.rater: annotations[C.rater].astype(str) + "|" + periods.astype(str)})
     try:
-        severity = reviewer_severity(labelled)
+        severity = reviewer_severity(spec.data(labelled), spec)
     except (AnalysisInputError, np.linalg.LinAlgError) as error:
         return None, f"severity by period not computed: {error}"
     modes = severity.modes
@@ -388,11 +420,17 @@ def _period_severity(annotations: pd.DataFrame, periods: pd.Series) -> tuple[pd.
 def reviewer_quality(
     annotations: pd.DataFrame,
     *,
+    harm: StudyHarmModel | HarmModelSpec | None = None,
     gold_annotations: pd.DataFrame | None = None,
     expected: Mapping[int, Mapping[str, int]] | None = None,
     thresholds: QualityThresholds | None = None,
 ) -> ReviewerQuality:
-    """Every measure for every reviewer in ``annotations`` (and ``gold_annotations``), with alerts."""
+    """Every measure for every reviewer in ``annotations`` (and ``gold_annotations``), with alerts.
+
+    ``harm`` is the study's harm model as the Analysis page fitted it on these annotations (the
+    review app passes ``services.study_analysis.harm_model``'s), or only the spec to fit it under
+    (None: the paper's defaults). The per-third severity refit uses the same spec.
+    """
     thresholds = thresholds or QualityThresholds()
     notes: list[str] = []
     gold_annotations = gold_annotations if gold_annotations is not None else annotations.iloc[0:0]
@@ -402,24 +440,34 @@ def reviewer_quality(
 
     panel: dict[str, float | None] = {"agreement": None, "severity_sd": None}
     has_b = (annotations[C.rubric].astype(str) == "B").any() if not annotations.empty else False
+    fitted = None
     if has_b:
-        try:
-            severity = reviewer_severity(annotations)
-            modes = severity.modes
-            table["severity"] = modes["severity"]
-            table["severity_ci_low"] = modes["ci_low"]
-            table["severity_ci_high"] = modes["ci_high"]
-            panel["severity_sd"] = severity.result.group_sd
-            if severity.result.group_variance == 0:
-                notes.append("the harm model estimates no reviewer variance: nobody differs in severity beyond chance")
-        except (AnalysisInputError, np.linalg.LinAlgError) as error:
-            notes.append(f"severity not computed: {error}")
+        if not isinstance(harm, StudyHarmModel):
+            harm = _fit_for_severity(annotations, harm or HarmModelSpec())
+        if harm.result is None or harm.data is None:
+            notes.append(f"severity not computed: {harm.note or 'the harm model could not be fitted'}")
+        else:
+            try:
+                severity = reviewer_severity(harm.data, harm.spec, result=harm.result)
+            except (AnalysisInputError, np.linalg.LinAlgError) as error:
+                notes.append(f"severity not computed: {error}")
+            else:
+                fitted = severity.result
+                modes = severity.modes
+                table["severity"] = modes["severity"]
+                table["severity_ci_low"] = modes["ci_low"]
+                table["severity_ci_high"] = modes["ci_high"]
+                panel["severity_sd"] = severity.result.group_sd
+                if severity.result.group_variance == 0:
+                    notes.append(
+                        "the harm model estimates no reviewer variance: nobody differs in severity beyond chance"
+                    )
     else:
         notes.append("severity needs Rubric B annotations (the harm model); none yet")
 
     periods = work_periods(annotations) if not annotations.empty else pd.Series(dtype=object)
-    if has_b:
-        by_period, note = _period_severity(annotations, periods)
+    if fitted is not None:
+        by_period, note = _period_severity(annotations, periods, harm.spec)
         if by_period is not None:
             table = table.join(by_period)
         if note:
@@ -515,4 +563,5 @@ def reviewer_quality(
         thresholds=thresholds,
         notes=tuple(notes),
         panel=panel,
+        harm_model=fitted,
     )

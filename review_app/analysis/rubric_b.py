@@ -672,3 +672,54 @@ def fit_harm_model(
         notes=(*result.notes, *notes),
         dropped_rows=result.dropped_rows + excluded,
     )
+
+
+@dataclass(frozen=True)
+class HarmModelSpec:
+    """How a study fits its harm model: the lead's reference choices, the study's first model, the
+    handling of items without a clarity score, and the penalty.
+
+    Every fit of a study's harm model (the Analysis page's, reviewer severity and its per-period
+    refit, a pilot's power simulation) takes the same spec, so their numbers rest on one model.
+    The review app builds it from the study's saved analysis options
+    (``services.study_analysis.AnalysisOptions.harm_spec``); the defaults are the paper's.
+    """
+
+    reference: dict[str, str] = field(default_factory=dict)
+    first_model: str | None = None
+    unrated: str = "exclude"
+    penalty: str = "none"
+
+    def data(
+        self,
+        annotations: pd.DataFrame,
+        *,
+        rubric_a_annotations: pd.DataFrame | None = None,
+        columns: AnnotationColumns = DEFAULT_COLUMNS,
+    ) -> pd.DataFrame:
+        """The model's input table (:func:`harm_model_data`) under this spec's unrated handling."""
+        return harm_model_data(
+            annotations, rubric_a_annotations=rubric_a_annotations, columns=columns, unrated=self.unrated
+        )
+
+    def fit(self, data: pd.DataFrame) -> HarmModelResult:
+        """Fit the model on a :func:`harm_model_data` table (its ``in_model`` rows) under this spec."""
+        return fit_harm_model(
+            data,
+            data=data,
+            reference=self.reference,
+            first_model=self.first_model,
+            unrated=self.unrated,
+            penalty=self.penalty,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class StudyHarmModel:
+    """A study's harm model as its Analysis page has it: the spec, the input table (None when it cannot
+    be built), the fit, or the reason there is no fit (``note``)."""
+
+    spec: HarmModelSpec
+    data: pd.DataFrame | None = None
+    result: HarmModelResult | None = None
+    note: str | None = None

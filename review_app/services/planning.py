@@ -30,15 +30,16 @@ from review_app.analysis.planning import (
     plan_harm_or,
     plan_rate,
 )
-from review_app.analysis.rubric_b import classify_annotations, fit_harm_model, harm_model_data, task_outcomes
+from review_app.analysis.rubric_b import classify_annotations, task_outcomes
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import Assignment, GoldTask, Study, Task
 from review_app.rubrics import get_rubric
 from review_app.services import audit
 from review_app.services.actors import Actor, require_study_lead
-from review_app.services.annotations import annotations_frame
+from review_app.services.annotations import annotations_frame, get_study_row
 from review_app.services.errors import InvalidInput, NotFound
 from review_app.services.quality import require_lead
+from review_app.services.study_analysis import harm_model, harm_spec
 
 SETTINGS_KEY = "plans"
 DEFAULT_AC2_SCORE = "harm_potential"
@@ -106,15 +107,19 @@ def pilot_ratings(frame: pd.DataFrame, score: str) -> tuple[pd.DataFrame, tuple[
     raise InvalidInput(f"the pilot has no dimension {score!r}; its dimensions: {', '.join(dims)}")
 
 
-def harm_pilot(frame: pd.DataFrame, term: str | None) -> HarmPilot:
-    """The pilot's harm-model input (with task ids) and fit, ready for a power simulation."""
-    rows = select_rubric(frame, "B")
-    if rows.empty:
-        raise InvalidInput("the pilot has no Rubric B annotations, so it has no harm model to plan from")
-    classified = classify_annotations(rows)
-    task_ids = classified.loc[classified["outcome_class"].notna(), C.task].to_numpy()
-    data = harm_model_data(frame).assign(task_id=task_ids)
-    return HarmPilot.from_fit(data, fit_harm_model(frame), task="task_id", term=term)
+def harm_pilot(engine: Engine, study: str, frame: pd.DataFrame, term: str | None) -> HarmPilot:
+    """The pilot's harm model as its Analysis page fits it (saved options, first model), ready for a simulation.
+
+    ``frame`` is the pilot's annotations in force. Refused, with the Analysis page's reason, when the
+    pilot has no harm model.
+    """
+    with read_session(engine) as session:
+        spec = harm_spec(session, get_study_row(session, study))
+    fitted = harm_model(frame, spec)
+    if fitted.result is None or fitted.data is None:
+        reason = (fitted.note or "it cannot be fitted").removeprefix("harm model skipped: ")
+        raise InvalidInput(f"the pilot {study!r} has no harm model to plan from: {reason}")
+    return HarmPilot.from_fit(fitted.data, fitted.result, task=C.task, term=term)
 
 
 def make_plan(
@@ -176,7 +181,7 @@ def make_plan(
             )
         if request.odds_ratio is None:
             raise InvalidInput("a harm-model plan needs the odds ratio to detect (--odds-ratio)")
-        pilot = harm_pilot(frame, request.term) if frame is not None else None
+        pilot = harm_pilot(engine, request.pilot, frame, request.term) if frame is not None else None
         if frame is not None and seconds is None:
             seconds = _median_seconds(frame, "B")
         return plan_harm_or(

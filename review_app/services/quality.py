@@ -38,6 +38,7 @@ from review_app.services.actors import LEAD_ROLES, Actor, acting_user, require_s
 from review_app.services.annotations import get_study_row, load_annotations, rater_labels
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
 from review_app.services.export_tables import escape_csv_cell
+from review_app.services.study_analysis import harm_model, harm_spec
 
 FINAL_STATUSES = ("unanimous", "adjudicated")
 SETTINGS_KEY = "quality"
@@ -346,7 +347,11 @@ class QualityReport:
 
 
 def quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityReport:
-    """Every reviewer's quality measures on the study's annotations in force (see reviewer_quality)."""
+    """Every reviewer's quality measures on the study's annotations in force (see reviewer_quality).
+
+    Severity is read from the study's harm model as its Analysis page fits it
+    (``study_analysis.harm_model`` under the study's saved analysis options and first model).
+    """
     with read_session(engine) as session:
         require_lead(session, actor)
         study = get_study_row(session, study_name)
@@ -357,9 +362,16 @@ def quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityRepo
             for g in session.exec(select(GoldTask).where(GoldTask.study_id == study.id))
         }
         settings = QualityThresholds.from_dict(study.settings.get(SETTINGS_KEY))
+        spec = harm_spec(session, study)
         usernames = rater_labels(session, study.id, pseudonymise=False)
         pseudonyms = rater_labels(session, study.id, pseudonymise=True)
-    result = reviewer_quality(regular, gold_annotations=gold_frame, expected=expected, thresholds=settings)
+    result = reviewer_quality(
+        regular,
+        harm=harm_model(regular, spec),
+        gold_annotations=gold_frame,
+        expected=expected,
+        thresholds=settings,
+    )
     return QualityReport(
         study=study_name,
         quality=result,

@@ -32,7 +32,6 @@ from review_app.analysis import (
     RubricASummary,
     RubricBSummary,
     agreement_report,
-    fit_harm_model,
     rubric_b_agreement,
     summarise_rubric_a,
     summarise_rubric_b,
@@ -47,11 +46,12 @@ from review_app.analysis.rubric_b import (
     HARM_MODEL_FIXED,
     TIE_RULES,
     UNRATED_CHOICES,
-    harm_model_data,
+    HarmModelSpec,
+    StudyHarmModel,
     harm_model_references,
 )
 from review_app.db.engine import read_session, write_session
-from review_app.db.models import ModelResponse, Reviewer, Task
+from review_app.db.models import ModelResponse, Reviewer, Study, Task
 from review_app.rubrics import get_rubric
 from review_app.services import audit
 from review_app.services.annotations import annotations_frame, get_study_row
@@ -119,6 +119,10 @@ class AnalysisOptions:
     def key(self) -> str:
         """A stable text form (cache keys)."""
         return json.dumps(self.to_dict(), sort_keys=True)
+
+    def harm_spec(self, first_model: str | None) -> HarmModelSpec:
+        """The harm-model spec these options give a study whose first model is ``first_model``."""
+        return HarmModelSpec(dict(self.references), first_model, self.unrated, self.penalty)
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,9 +245,10 @@ def analyse(
             rubric_b = summarise_rubric_b(annotations, tie_rule=options.tie_rule)
         except AnalysisInputError as error:
             notes.append(f"rubric B summary skipped: {error}")
-        harm, harm_input, note = _harm_model(annotations, options, first_model)
-        if note:
-            notes.append(note)
+        fitted = harm_model(annotations, options.harm_spec(first_model))
+        harm, harm_input = fitted.result, fitted.data
+        if fitted.note:
+            notes.append(fitted.note)
     penalty = Penalty.parse(options.penalty)
     return StudyAnalysis(
         study=study,
@@ -273,45 +278,43 @@ def analyse(
     )
 
 
-def _harm_model(
-    annotations: pd.DataFrame, options: AnalysisOptions, first_model: str | None
-) -> tuple[HarmModelResult | None, pd.DataFrame | None, str | None]:
+def harm_model(annotations: pd.DataFrame, spec: HarmModelSpec) -> StudyHarmModel:
+    """A study's harm model on its annotations in force, as the Analysis page fits it (pure: no database).
+
+    Skipped, with the reason in ``note``, when the data cannot support it: no Rubric B annotations,
+    fewer than :data:`MIN_HARM_MODEL_ANNOTATIONS` that can enter the model, a single reviewer, or a
+    fit that fails. Reviewer severity and a pilot's power plan take the model from here, so they
+    use the Analysis page's model and options.
+    """
     rows = select_rubric(annotations, "B")
     if rows.empty:
-        return None, None, "harm model skipped: no rubric B annotations yet"
+        return StudyHarmModel(spec, note="harm model skipped: no rubric B annotations yet")
     data = annotations if CLARITY in annotations.columns else annotations.assign(**{CLARITY: np.nan})
     try:
-        table = harm_model_data(data, unrated=options.unrated)
+        table = spec.data(data)
     except AnalysisInputError as error:
-        return None, None, f"harm model skipped: {error}"
+        return StudyHarmModel(spec, note=f"harm model skipped: {error}")
     used = table.loc[table["in_model"]]
     if len(used) < MIN_HARM_MODEL_ANNOTATIONS:
-        return (
-            None,
+        return StudyHarmModel(
+            spec,
             table,
-            (
+            note=(
                 f"harm model skipped: {len(used)} classified rubric B annotation(s) can enter the model, "
                 f"at least {MIN_HARM_MODEL_ANNOTATIONS} are needed"
             ),
         )
     if used[C.rater].nunique() < 2:
-        return (
-            None,
+        return StudyHarmModel(
+            spec,
             table,
-            ("harm model skipped: the reviewer random intercept needs annotations from two or more reviewers"),
+            note="harm model skipped: the reviewer random intercept needs annotations from two or more reviewers",
         )
     try:
-        result = fit_harm_model(
-            data,
-            data=table,
-            reference=options.references,
-            first_model=first_model,
-            unrated=options.unrated,
-            penalty=options.penalty,
-        )
+        result = spec.fit(table)
     except (AnalysisInputError, np.linalg.LinAlgError) as error:
-        return None, table, f"harm model skipped: {error}"
-    return result, table, None
+        return StudyHarmModel(spec, table, note=f"harm model skipped: {error}")
+    return StudyHarmModel(spec, table, result)
 
 
 def first_model(session: Session, study_id: int) -> str | None:
@@ -327,6 +330,11 @@ def first_model(session: Session, study_id: int) -> str | None:
         .order_by(ModelResponse.id)
         .limit(1)
     ).first()
+
+
+def harm_spec(session: Session, study: Study) -> HarmModelSpec:
+    """The harm-model spec of a study: its saved analysis options and its first model."""
+    return AnalysisOptions.from_settings(study.settings).harm_spec(first_model(session, study.id))
 
 
 def analysis_options(engine: Engine, study_name: str) -> AnalysisOptions:

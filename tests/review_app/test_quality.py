@@ -262,3 +262,48 @@ def test_plans_from_a_pilot_study(setup):
         planning.make_plan(engine, planning.PlanRequest(metric="rate", ci_width=0.3, pilot="nope"))
     with pytest.raises(InvalidInput, match="odds ratio"):
         planning.make_plan(engine, planning.PlanRequest(metric="harm-or"))
+
+
+def test_severity_and_pilot_plans_use_the_analysis_pages_harm_model_and_options(engine):
+    """Reviewer severity and a pilot's harm plan read the study's harm model as the Analysis page fits
+    it, under the study's saved options (references, unrated items, penalty) and its Rubric A strata."""
+    from review_app.analysis.reviewer_quality import conditional_modes
+    from review_app.db.models import Reviewer
+    from review_app.demo import DEMO_STUDY, seed_demo_database
+    from review_app.services.study_analysis import AnalysisOptions, save_analysis_options
+
+    seed_demo_database(engine)
+    with read_session(engine) as session:
+        lead = session.exec(select(Reviewer).where(Reviewer.username == "lead01")).one()
+
+    def both():
+        analysis = study_analysis(engine, DEMO_STUDY, n_boot=0, pseudonymise=False)
+        report = quality.quality_report(engine, lead, DEMO_STUDY)
+        fitted, shown = report.quality.harm_model, analysis.harm_model
+        assert fitted is not None and shown is not None
+        assert fitted.reference_levels == shown.reference_levels and fitted.penalty == shown.penalty
+        assert (fitted.n, fitted.n_groups, fitted.separated_terms) == (shown.n, shown.n_groups, shown.separated_terms)
+        for mine, theirs in zip(fitted.terms, shown.terms, strict=True):
+            assert mine.name == theirs.name
+            assert mine.estimate == pytest.approx(theirs.estimate, abs=1e-6, nan_ok=True)
+        modes = conditional_modes(analysis.harm_input, shown)
+        table = report.table().set_index("rater")
+        assert table["severity"].to_numpy() == pytest.approx(
+            modes["severity"].reindex(table.index).to_numpy(), abs=1e-6
+        )
+        return analysis, report
+
+    paper, _ = both()
+    assert paper.harm_model.reference_levels["provenance"] == "neutral"
+    excluded = int((~paper.harm_input["in_model"]).sum())
+    assert excluded > 0 and paper.harm_model.n == int(paper.harm_input["in_model"].sum())
+    chosen = AnalysisOptions(references={"provenance": "authority"}, unrated="level", penalty="normal")
+    save_analysis_options(engine, DEMO_STUDY, chosen, actor_id=lead.id)
+    analysis, _ = both()
+    assert analysis.harm_model.reference_levels["provenance"] == "authority"
+    assert analysis.harm_model.penalty.key == "normal" and analysis.harm_model.n == paper.harm_model.n + excluded
+    # A pilot plan simulates from the same model: its references, penalty and the rows it fitted.
+    pilot = planning.harm_pilot(engine, DEMO_STUDY, annotations_frame(engine, DEMO_STUDY), None)
+    assert pilot.reference == analysis.harm_model.reference_levels and pilot.penalty == "normal"
+    assert len(pilot.tasks) == analysis.harm_input["task_id"].nunique()
+    assert set(analysis.harm_model.separated_terms) <= set(pilot.not_estimable) | {pilot.term}

@@ -1,7 +1,8 @@
 """Lead-only pieces shared by the Plan, Reviewers' quality, Progress and Study set-up pages.
 
 Figures are built from service results (no database access, no statistics here); the quality
-report is cached per study, data version, thresholds and lead, like the study's analysis.
+report is cached per study, data version, thresholds, analysis options (severity comes from the
+harm model under them) and lead, like the study's analysis.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import streamlit as st
 from review_app.analysis.reviewer_quality import drift_limit
 from review_app.services import planning, quality
 from review_app.services.errors import ServiceError
-from review_app.services.study_analysis import data_version
+from review_app.services.study_analysis import analysis_options, data_version
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _cached_report(url: str, study: str, version: tuple, thresholds: tuple, actor_id: int) -> quality.QualityReport:
+def _cached_report(
+    url: str, study: str, version: tuple, thresholds: tuple, options: str, actor_id: int
+) -> quality.QualityReport:
     from review_app.db.connect import get_engine
     from review_app.services.actors import Actor
 
@@ -25,7 +28,8 @@ def _cached_report(url: str, study: str, version: tuple, thresholds: tuple, acto
 
 
 def report_for(db, user, study: str) -> quality.QualityReport:
-    """The study's reviewer-quality report, recomputed exactly when ratings, gold tasks or thresholds change."""
+    """The study's reviewer-quality report, recomputed exactly when ratings, gold tasks, thresholds or the
+    study's analysis options change."""
     quality.check_lead(db, user)  # the cache below must not outlive the lead's role
     settings = quality.thresholds(db, study).to_dict()
     with st.spinner("Computing reviewer quality..."):
@@ -34,6 +38,7 @@ def report_for(db, user, study: str) -> quality.QualityReport:
             study,
             data_version(db, study),
             tuple(sorted(settings.items())),
+            analysis_options(db, study).key(),
             user.id,
         )
 

@@ -222,3 +222,42 @@ def test_harm_plan_from_a_pilot_fit_with_a_separated_level() -> None:
     assert plan.achieved >= 0.7 and plan.n_tasks > 20
     with pytest.raises(AnalysisInputError, match="no term"):
         HarmPilot.from_fit(rows, fit, task="task_id", term="model[z]")
+
+
+def test_pilot_plans_the_first_estimable_term_from_the_rows_in_the_model_under_the_pilots_penalty() -> None:
+    rng = np.random.default_rng(11)
+    n = 200
+    tasks = pd.DataFrame(
+        {
+            "task_id": np.arange(n),
+            "model": np.where(np.arange(n) < 10, "b", rng.choice(["a", "c"], n)),  # model[b] sorts first
+            "stratum": rng.choice(["clear", "soft"], n),
+        }
+    )
+    rows = tasks.loc[tasks.index.repeat(2)].reset_index(drop=True)
+    rows["rater"] = rng.choice([f"R{k}" for k in range(5)], len(rows))
+    eta = -0.7 + 0.6 * (rows["stratum"] == "soft") + 0.5 * (rows["model"] == "c")
+    rows["worst_case"] = (rng.random(len(rows)) < 1 / (1 + np.exp(-eta))).astype(int)
+    rows.loc[rows["model"] == "b", "worst_case"] = 0  # model b: no events
+    # Tasks 190.. stand for items without a clarity score: outside the model, never resampled.
+    rows["in_model"] = rows["task_id"] < 190
+    used = rows.loc[rows["in_model"]]
+    ml = fit_random_intercept_logit(used, "worst_case", ["model", "stratum"], "rater", reference={"model": "a"})
+    pilot = HarmPilot.from_fit(rows, ml, task="task_id", term=None)
+    assert pilot.term == "model[c]" and pilot.not_estimable == ("model[b]",)
+    assert pilot.coefficients["model[b]"] == 0 and len(pilot.tasks) == 190 and pilot.penalty == "none"
+    penalised = fit_random_intercept_logit(
+        used, "worst_case", ["model", "stratum"], "rater", reference={"model": "a"}, penalty="normal"
+    )
+    assert np.isfinite(penalised.term("model[b]").estimate)  # finite only through the prior
+    pilot = HarmPilot.from_fit(rows, penalised, task="task_id", term="stratum[soft]")
+    assert pilot.not_estimable == ("model[b]",) and pilot.coefficients["model[b]"] == 0
+    assert pilot.penalty == "normal"
+    plan = plan_harm_or(2.5, 0.8, pilot=pilot, simulations=50, seed=1, workers=1)
+    assert "penalised" in plan.assumptions["model"] and plan.assumptions["term"] == "stratum[soft]"
+    assert any("model[b]" in note for note in plan.notes)
+    no_intercept = fit_random_intercept_logit(
+        used, "worst_case", ["model", "stratum"], "rater", reference={"model": "b"}
+    )
+    with pytest.raises(AnalysisInputError, match="no finite intercept"):
+        HarmPilot.from_fit(rows, no_intercept, task="task_id", term=None)

@@ -20,6 +20,7 @@ from review_app.analysis.reviewer_quality import (
     time_on_task,
     work_periods,
 )
+from review_app.analysis.rubric_b import HarmModelSpec, StudyHarmModel
 
 from .quality_sim import shift_for_odds_ratio, synthetic_study
 
@@ -68,9 +69,14 @@ def test_severity_is_zero_with_no_reviewer_variance() -> None:
         assert modes["severity"].abs().max() < 0.3
 
 
+# The synthetic studies have no Rubric A scores: under the paper's harm model (items without a clarity
+# score excluded) nothing enters the model, so severity is asked for with such items kept as a level.
+UNRATED_AS_LEVEL = HarmModelSpec(unrated="level")
+
+
 def test_two_times_more_severe_reviewer_is_flagged_and_nobody_else() -> None:
     study = synthetic_study(7, drifting="R01")
-    report = reviewer_quality(study)
+    report = reviewer_quality(study, harm=UNRATED_AS_LEVEL)
     table = report.table.set_index("rater")
     assert table.loc["R01", "drift_alert"] and table.loc["R01", "drift_direction"] == "harsher"
     assert [a.rater for a in report.alerts] == ["R01"]
@@ -79,6 +85,59 @@ def test_two_times_more_severe_reviewer_is_flagged_and_nobody_else() -> None:
     assert table[["severity_first", "severity_last", "severity_change", "severity_change_se"]].notna().all().all()
     assert table.loc["R01", "shared_tasks"] == table.loc["R01", "n_annotations"]  # every task is dual-rated
     assert set(report.cusum) == set(table.index)
+
+
+def test_severity_uses_the_studys_harm_model_and_its_spec() -> None:
+    study = synthetic_study(5, tasks=200)
+    # The paper's model leaves out annotations on items without a clarity score: no model, no severity.
+    paper = reviewer_quality(study)
+    assert "severity" not in paper.table and paper.harm_model is None
+    assert any(note.startswith("severity not computed") for note in paper.notes)
+    assert not any(note.startswith("severity by period") for note in paper.notes)
+    # Given the study's fitted model, severity is read from that very fit (not refitted); the
+    # per-third refit takes its spec (here: reference model-b, penalised).
+    spec = HarmModelSpec(reference={"model": "model-b"}, unrated="level", penalty="normal")
+    data = spec.data(study)
+    fitted = spec.fit(data)
+    report = reviewer_quality(study, harm=StudyHarmModel(spec, data, fitted))
+    assert report.harm_model is fitted
+    assert fitted.reference_levels["model"] == "model-b" and fitted.penalty.key == "normal"
+    modes = conditional_modes(data, fitted)
+    table = report.table.set_index("rater")
+    assert table["severity"].to_numpy() == pytest.approx(modes["severity"].reindex(table.index).to_numpy())
+    assert table["severity_first"].notna().all()
+    # A study whose Analysis page has no harm model: its reason is the note.
+    skipped = reviewer_quality(study, harm=StudyHarmModel(spec, data, note="harm model skipped: too few"))
+    assert "severity" not in skipped.table and "severity not computed: harm model skipped: too few" in skipped.notes
+
+
+def test_conditional_modes_leave_out_separated_levels_only_under_maximum_likelihood() -> None:
+    rng = np.random.default_rng(4)
+    n = 600
+    data = pd.DataFrame(
+        {"x": rng.choice(["a", "b", "c"], n, p=[0.45, 0.45, 0.1]), "g": rng.choice([f"R{k}" for k in range(6)], n)}
+    )
+    shift = data["g"].map({f"R{k}": 0.4 * (k - 2.5) for k in range(6)})
+    eta = -0.5 + 0.8 * (data["x"] == "b") + shift
+    data["y"] = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(int)
+    data.loc[data["x"] == "c", "y"] = 0  # level c: no events (separation)
+    ml = fit_random_intercept_logit(data, "y", ["x"], "g", reference={"x": "a"})
+    assert ml.term("x[c]").separated and not np.isfinite(ml.term("x[c]").estimate)
+    modes = conditional_modes(data, ml)
+    assert modes["n"].sum() == (data["x"] != "c").sum()  # c's rows left the fit, and the modes
+    assert np.isfinite(modes["severity"]).all() and ml.group_variance > 0
+    penalised = fit_random_intercept_logit(data, "y", ["x"], "g", reference={"x": "a"}, penalty="normal")
+    assert penalised.term("x[c]").separated and np.isfinite(penalised.term("x[c]").estimate)
+    kept = conditional_modes(data, penalised)
+    assert kept["n"].sum() == n and np.isfinite(kept["severity"]).all()
+    # Both follow the reviewers' simulated shifts.
+    truth = pd.Series({f"R{k}": 0.4 * (k - 2.5) for k in range(6)})
+    for found in (modes, kept):
+        assert np.corrcoef(found["severity"].reindex(truth.index), truth)[0, 1] > 0.8
+    # A separated reference level leaves no finite intercept: severity refuses with the way out.
+    c_ref = fit_random_intercept_logit(data, "y", ["x"], "g", reference={"x": "c"})
+    with pytest.raises(AnalysisInputError, match="reference level"):
+        conditional_modes(data, c_ref)
 
 
 def test_study_without_drift_raises_no_alert() -> None:

@@ -73,11 +73,20 @@ def test_lead_plans_draws_a_pool_that_meets_it_and_reads_quality(server, page, b
     expect(reviewer.get_by_role("link", name="Reviewers' quality")).to_have_count(0)
     expect(reviewer.get_by_role("link", name="Plan", exact=True)).to_have_count(0)
     for path in ("/lead_quality", "/lead_plan"):
-        sign_in(reviewer, base, "rev03", path=path)  # a bookmarked address signs in, then lands there if allowed
-        wait_idle(reviewer)
-        expect(reviewer.get_by_text("Gold tasks", exact=True)).to_have_count(0)
-        expect(reviewer.get_by_text("What must the study estimate?")).to_have_count(0)
-        expect(reviewer.get_by_text("Severity")).to_have_count(0)
+        # The address typed while signed in (the session cookie follows the account), and a bookmarked
+        # address opened signed out, which signs in and then lands there only if allowed.
+        reviewer.goto(base + path)
+        fresh = browser.new_context(viewport={"width": 1280, "height": 800})
+        bookmarked = fresh.new_page()
+        bookmarked.set_default_timeout(20_000)
+        sign_in(bookmarked, base, "rev03", path=path)
+        for shown in (reviewer, bookmarked):
+            wait_idle(shown)
+            expect(shown.get_by_role("button", name="Sign out")).to_be_visible()
+            expect(shown.get_by_text("Gold tasks", exact=True)).to_have_count(0)
+            expect(shown.get_by_text("What must the study estimate?")).to_have_count(0)
+            expect(shown.get_by_text("Severity")).to_have_count(0)
+        fresh.close()
     shot(reviewer, "24-reviewer-no-quality")
     context.close()
     assert studies.get_study(engine, "Planned study").rubrics == "A,B"
