@@ -73,7 +73,7 @@ def test_a_reviewer_deactivated_mid_task_cannot_submit(server, page):  # noqa: F
 def test_a_lead_is_offered_no_way_to_touch_an_admin(server, page):  # noqa: F811
     base, engine = server
     sign_in(page, base, "lead01")
-    page.get_by_role("link", name="Reviewers").click()
+    page.get_by_role("link", name="Reviewers", exact=True).click()
     expect(page.get_by_text("Reset the password of")).to_be_visible()
     wait_idle(page)
     others = {u.username for u in accounts.list_users(engine) if u.role in ("lead", "admin")} - {"lead01"}
