@@ -16,6 +16,10 @@ from review_app.rubrics import get_rubric
 
 try:
     from playwright.sync_api import expect
+
+    # Playwright's 5 s default for expect() is shorter than a Streamlit rerun on a loaded 2-core CI
+    # machine (a study creation was seen taking longer); a real regression still fails, only later.
+    expect.set_options(timeout=20_000)
 except ImportError:  # the fixtures report the missing package
     expect = None
 
