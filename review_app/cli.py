@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from bench_core.cli import MedrevGroup
 from bench_core.cli import app as bench_app
 from review_app.cli_support import console, friendly_errors
 from review_app.review_cli import app as review_app
@@ -16,6 +17,7 @@ app = typer.Typer(
     help="medrev: benchmarks of medical LLMs under misleading evidence, and clinician review of the results.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    cls=MedrevGroup,  # the one error path: bad input exit 2, machine faults exit 1, no traceback
 )
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(review_app, name="review")

@@ -10,18 +10,19 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bench_core.cli.errors import fail as cli_fail
 from bench_core.kernel.report_files import pct
 from bench_core.kernel.runner import RetryPolicy, Runner
 from bench_core.kernel.store import ResultStore
 
-err = Console(stderr=True)
+err = Console(stderr=True, markup=False, highlight=False)  # user text (labels, file names) printed as is
 T = TypeVar("T")
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """Print an error naming what is wrong and exit (2: bad input)."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
-    raise typer.Exit(code)
+    """Print an error naming what is wrong (as plain text: file names and labels may hold ``[...]``) and exit
+    (2: bad input, 1: a fault of the machine)."""
+    cli_fail(message, code)
 
 
 def make_runner(store: ResultStore, *, concurrency: int, timeout: float, progress: bool, retry: RetryPolicy) -> Runner:
@@ -52,7 +53,7 @@ def run_to_end(main: Callable[[], Awaitable[T]], store: ResultStore, models: Seq
     except KeyboardInterrupt:
         store.close()
         err.print(
-            f"[yellow]interrupted:[/] finished calls are saved in {store.path}; "
+            f"interrupted: finished calls are saved in {store.path}; "
             "run the same command again to resume (no finished call is repeated)."
         )
         raise typer.Exit(130) from None

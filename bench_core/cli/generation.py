@@ -59,7 +59,7 @@ def _execute(run, endpoint: _Endpoint, *, retry_failed: bool, label: str) -> dic
     run.close()
     for downgrade in run.downgrades:
         err.print(
-            f"[yellow]note:[/] the endpoint refused response_format {downgrade['from']}; "
+            f"note: the endpoint refused response_format {downgrade['from']}; "
             f"fell back to {downgrade['to']} ({downgrade['calls']} call(s) repeated)",
             highlight=False,
         )
@@ -182,12 +182,12 @@ def generate(
     except ValueError as exc:
         fail(str(exc))
     for note in loaded.notes:
-        err.print(f"[yellow]note:[/] {note}", highlight=False)
+        err.print(f"note: {note}", highlight=False)
     if loaded.dropped:
         counts = ", ".join(f"{reason} {n}" for reason, n in loaded.counts().items())
         err.print(f"{len(loaded.dropped)} of {loaded.n_rows} source rows not used ({counts})", highlight=False)
         for dropped in loaded.malformed[:20]:
-            err.print(f"[yellow]not loaded:[/] {dropped.issue}", highlight=False)
+            err.print(f"not loaded: {dropped.issue}", highlight=False)
     items = loaded.items[:limit] if limit else loaded.items
     if not items:
         fail(f"no item could be loaded from {source}")
@@ -252,7 +252,7 @@ def generate_report(
     if as_json:
         sys.stdout.write(json.dumps(construction_report(directory), ensure_ascii=False) + "\n")
         return
-    _report(directory, Console())
+    _report(directory, Console(markup=False, highlight=False))
 
 
 def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size: int | None, **options: Any) -> None:
@@ -483,7 +483,7 @@ def compare_runs(
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         return
-    console = Console()
+    console = Console(markup=False, highlight=False)  # file names and labels printed as is
     header = ["variant", "model", "clean acc", "T1 ASR", "T1 TASR", "T2 ASR", "ΔT1 ASR", "ΔT2 ASR"]
     frames = sorted({f for v in result["variants"].values() for m in v["models"].values() for f in m["provenance"]})
     header += [f"T1 ASR {f}" for f in frames]

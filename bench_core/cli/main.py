@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 
 from bench_core.cli.common import fail
+from bench_core.cli.errors import MedrevGroup
 from bench_core.cli.generation import register as register_generation
 from bench_core.cli.healthcontradict import run_healthcontradict
 from bench_core.cli.medmisbench import run_medmisbench
@@ -26,7 +27,9 @@ from bench_core.cli.mitigation import compare
 from bench_core.cli.trojan import ingest_app, run_trojan
 from bench_core.kernel.rundir import RunDesign, find_run_dirs
 
-app = typer.Typer(help="Run benchmarks against model endpoints and report their metrics.", no_args_is_help=True)
+app = typer.Typer(
+    help="Run benchmarks against model endpoints and report their metrics.", no_args_is_help=True, cls=MedrevGroup
+)
 run_app = typer.Typer(help="Evaluate a model on a benchmark.", no_args_is_help=True)
 app.add_typer(run_app, name="run")
 register_generation(app)  # generate, generate-report, regenerate, reassign-provenance, compare-runs
@@ -98,7 +101,7 @@ def report(
     for run_dir, design in run_dirs:
         by_design.setdefault(design.benchmark, []).append(run_dir)
     joined = {b for b, dirs in by_design.items() if len(dirs) > 1 and b in together}
-    console = Console()
+    console = Console(markup=False, highlight=False)  # file names and labels printed as is
     for run_dir, design in run_dirs:
         if combined and design.benchmark in joined:
             continue

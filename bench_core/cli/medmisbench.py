@@ -151,9 +151,9 @@ def run_medmisbench(
     except DatasetError as exc:
         fail(str(exc))
     for issue in report.issues:
-        err.print(f"[yellow]not loaded:[/] {issue}", highlight=False)
+        err.print(f"not loaded: {issue}", highlight=False)
     for warning in report.warnings:
-        err.print(f"[yellow]note:[/] {warning}", highlight=False)
+        err.print(f"note: {warning}", highlight=False)
     items = report.items[:limit] if limit else report.items
     if not items:
         fail(f"no item could be loaded from {data}")
