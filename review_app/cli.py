@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bench_core.cli import MedrevGroup
+from bench_core.cli import DEBUG_HELP, MedrevGroup, debug_option
 from bench_core.cli import app as bench_app
 from review_app.cli_support import console, friendly_errors
 from review_app.review_cli import app as review_app
@@ -37,8 +37,10 @@ def main(
             show_envvar=True,
         ),
     ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
     """medrev command line. Run a command with --help for its options."""
+    debug_option(debug)
     if database_url:
         os.environ["MEDREV_DATABASE_URL"] = database_url
 

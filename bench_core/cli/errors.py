@@ -10,8 +10,9 @@ It wraps the invocation of every sub-command, so a command raises and never prin
 - Ctrl-C: ``interrupted``, exit 130;
 - anything else: one line naming the exception and a log file holding the traceback, exit 1.
 
-``--debug`` (an option of the group: ``medrev --debug bench ...``) or ``MEDREV_DEBUG=1`` prints the
-traceback too. The exception classes live in ``bench_core.kernel.errors`` (see its docstring for how to
+``--debug`` (an option of ``medrev`` and of ``medrev bench``: ``medrev --debug bench ...``) or
+``MEDREV_DEBUG=1`` prints the traceback too. The exception classes live in ``bench_core.kernel.errors``
+(see its docstring for how to
 raise them); this module only decides how they are shown.
 """
 
@@ -25,9 +26,9 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-import click
 import typer
 from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from bench_core.kernel.errors import EXIT_UNEXPECTED, describe, exit_code
 
@@ -38,11 +39,6 @@ INTERRUPTED = 130
 def debug_enabled() -> bool:
     """True when tracebacks are wanted (``--debug`` given, or MEDREV_DEBUG set to 1/true/yes)."""
     return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    if value:
-        os.environ[DEBUG_ENV] = "1"
 
 
 def say(message: str, *, prefix: str = "error: ") -> None:
@@ -62,9 +58,8 @@ def log_dir() -> Path:
 def write_crash_log(exc: BaseException) -> Path | None:
     """Write the traceback of ``exc`` (with the command line) to a new log file; its path, or None if none could be."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    text = (
-        f"medrev {' '.join(sys.argv[1:])}\n{_dt.datetime.now().isoformat()}\n\n"
-        + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    text = f"medrev {' '.join(sys.argv[1:])}\n{_dt.datetime.now().isoformat()}\n\n" + "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__)
     )
     for folder in (log_dir(), Path(tempfile.gettempdir())):
         try:
@@ -99,28 +94,23 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def debug_option(value: bool) -> None:
+    """The ``--debug`` flag of a group's callback: show tracebacks for the rest of this command."""
+    if value:
+        os.environ[DEBUG_ENV] = "1"
+
+
+DEBUG_HELP = f"Show the traceback of an error (also {DEBUG_ENV}=1)."
+
+
 class MedrevGroup(TyperGroup):
     """A typer group whose sub-commands' exceptions end in one message and an exit code (see the module)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if not any(param.name == "debug" for param in self.params):
-            self.params.append(
-                click.Option(
-                    ["--debug"],
-                    is_flag=True,
-                    expose_value=False,
-                    is_eager=True,
-                    callback=_set_debug,
-                    help=f"Show the traceback of an error (also {DEBUG_ENV}=1).",
-                )
-            )
-
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort, SystemExit):
-            raise
+        except (typer.Exit, typer.Abort, TyperException, SystemExit):
+            raise  # usage errors and exits are the command line's own, already worded
         except KeyboardInterrupt:
             say("interrupted.", prefix="")
             raise typer.Exit(INTERRUPTED) from None

@@ -1,4 +1,5 @@
-"""Database trouble is one sentence: what is wrong, the URL without its password, what to do; exit code 1 (a fault of the machine, issue 16).
+"""Database trouble is one sentence: what is wrong, the URL without its password, what to do; exit code 1
+(a fault of the machine, issue 16).
 
 Every fault is made for real (see ``db_faults``). The same sentence reaches the app (ui/test_db_faults_app.py).
 A read-only SQLite file still serves reads and refuses saves with the reason.
