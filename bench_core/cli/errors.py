@@ -100,11 +100,26 @@ def debug_option(value: bool) -> None:
         os.environ[DEBUG_ENV] = "1"
 
 
+def plain_help(command: Any) -> None:
+    """Render the help of ``command`` and every command below it as plain, wrapped text (no Rich boxes)."""
+    command.rich_markup_mode = None
+    for sub in getattr(command, "commands", {}).values():
+        plain_help(sub)
+
+
 DEBUG_HELP = f"Show the traceback of an error (also {DEBUG_ENV}=1)."
 
 
 class MedrevGroup(TyperGroup):
-    """A typer group whose sub-commands' exceptions end in one message and an exit code (see the module)."""
+    """A typer group whose sub-commands' exceptions end in one message and an exit code (see the module).
+
+    Help and usage errors are plain text for the whole tree below it: Rich's boxed help cuts long words
+    (``--format medqa|medmcqa|med…``, URLs) at 80 columns, plain help wraps and never cuts.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        plain_help(self)
 
     def invoke(self, ctx: Any) -> Any:
         try:
