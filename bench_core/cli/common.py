@@ -18,7 +18,8 @@ from bench_core.kernel.report_files import pct
 from bench_core.kernel.runner import RetryPolicy, Runner
 from bench_core.kernel.store import ResultStore
 
-err = Console(stderr=True, markup=False, highlight=False)  # user text (labels, file names) printed as is
+# user text (labels, file names) printed as is, long paths on one line
+err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 # The file that makes a directory one design's run directory (beside runs.jsonl), for refusing another's.
@@ -45,7 +46,7 @@ def run_directory(benchmark: str, option: str = "out") -> Callable[[F], F]:
     arguments, an endpoint that cannot be set up), a directory it created is removed again: a refused run
     leaves nothing behind. The lock is released when the command ends, however it ends.
     """
-    from bench_core.kernel.rundir import RunLock, benchmarks_in
+    from bench_core.kernel.rundir import RUNS_FILE, RunLock, benchmarks_in, read_jsonl
 
     def decorate(func: F) -> F:
         @functools.wraps(func)
@@ -64,6 +65,11 @@ def run_directory(benchmark: str, option: str = "out") -> Callable[[F], F]:
                         f"{out} is a {', '.join(others)} run directory; a {benchmark} run needs its own "
                         "--out directory (results of two benchmarks in one directory would hide each other)."
                     )
+                try:  # damaged results or side files are refused before anything is added to them
+                    ResultStore(out)
+                    read_jsonl(out / RUNS_FILE)
+                except ValueError as exc:
+                    fail(str(exc))
             try:
                 out.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

@@ -94,10 +94,14 @@ def report(
 ) -> None:
     """Metrics of run directories (any benchmark): terminal tables, or JSON with --json; files under DIR/report."""
     known = designs()
+    if out is not None and out.exists() and not out.is_dir():
+        fail(f"{out}: --out is a file, expected a folder for the report's tables and figures")
     run_dirs: list[tuple[Path, RunDesign]] = []
     for directory in directories:
         if not directory.exists():
             fail(f"{directory}: no such directory")
+        if not directory.is_dir():
+            fail(f"{directory}: is a file, expected a run directory (or a folder of run directories)")
         found = find_run_dirs(directory, [design for design, _printer in known.values()])
         if not found:
             fail(
