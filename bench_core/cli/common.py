@@ -211,6 +211,51 @@ def pct_ci(block: dict[str, Any], rate: str) -> str:
     return f"{pct(value)} ({pct(ci[0])}–{pct(ci[1])})" if ci else pct(value)
 
 
+class ReportConsole(Console):
+    """The console of report tables: a table wider than the terminal is printed stacked, never cut.
+
+    Rich squeezes a too-wide table by cutting cells with an ellipsis (``71.4 (35.9–…``) and dropping
+    narrow columns such as ``n``. Here a table that does not fit is printed row by row instead: the
+    first cell as a heading, then one ``column: value`` line per cell, so every number and CI stays whole.
+    User text (labels, file names) is printed as is (no markup).
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{"markup": False, "highlight": False, **kwargs})
+
+    def rule(self, title: Any = "", **kwargs: Any) -> None:  # type: ignore[override]
+        if len(str(title)) + 6 > self.width:  # a long path in a rule would be cut: print it whole instead
+            super().print(str(title), soft_wrap=True)
+            return
+        super().rule(title, **kwargs)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        if len(objects) == 1 and isinstance(objects[0], Table) and not fits(self, objects[0]):
+            for line in stacked(objects[0]):
+                super().print(line, soft_wrap=True)
+            return
+        super().print(*objects, **kwargs)
+
+
+def fits(console: Console, table: Table) -> bool:
+    """True when ``table`` at its natural width fits the console (nothing would be cut or squeezed)."""
+    from rich.measure import Measurement
+
+    wide = console.options.update(width=100_000, max_width=100_000)
+    return Measurement.get(console, wide, table).maximum <= console.width
+
+
+def stacked(table: Table) -> list[str]:
+    """A table as plain lines: its title, then per row the first cell and one ``column: value`` line per cell."""
+    headers = [str(column.header) for column in table.columns]
+    cells = [[str(cell) for cell in column._cells] for column in table.columns]
+    lines = [str(table.title)] if table.title else []
+    for index in range(table.row_count):
+        lines.append(f"  {headers[0]}: {cells[0][index]}")
+        lines += [f"    {headers[c]}: {cells[c][index]}" for c in range(1, len(headers)) if cells[c][index] != ""]
+    return lines
+
+
 def table(
     title: str | None,
     columns: Sequence[str],

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench_core.cli.common import (
+    ReportConsole,
     check_endpoint,
     err,
     fail,
@@ -274,7 +275,7 @@ def generate_report(
     if as_json:
         sys.stdout.write(json.dumps(construction_report(directory), ensure_ascii=False) + "\n")
         return
-    _report(directory, Console(markup=False, highlight=False))
+    _report(directory, ReportConsole())
 
 
 def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size: int | None, **options: Any) -> None:
@@ -505,7 +506,7 @@ def compare_runs(
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         return
-    console = Console(markup=False, highlight=False)  # file names and labels printed as is
+    console = ReportConsole()  # tables that do not fit are stacked, user text printed as is
     header = ["variant", "model", "clean acc", "T1 ASR", "T1 TASR", "T2 ASR", "ΔT1 ASR", "ΔT2 ASR"]
     frames = sorted({f for v in result["variants"].values() for m in v["models"].values() for f in m["provenance"]})
     header += [f"T1 ASR {f}" for f in frames]

@@ -18,7 +18,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from bench_core.cli.common import fail, run_directory
+from bench_core.cli.common import ReportConsole, fail, run_directory
 from bench_core.cli.errors import DEBUG_HELP, MedrevGroup, debug_option
 from bench_core.cli.generation import register as register_generation
 from bench_core.cli.healthcontradict import run_healthcontradict
@@ -114,7 +114,7 @@ def report(
     for run_dir, design in run_dirs:
         by_design.setdefault(design.benchmark, []).append(run_dir)
     joined = {b for b, dirs in by_design.items() if len(dirs) > 1 and b in together}
-    console = Console(markup=False, highlight=False)  # file names and labels printed as is
+    console = ReportConsole()  # tables that do not fit are stacked, user text printed as is
     for run_dir, design in run_dirs:
         if combined and design.benchmark in joined:
             continue

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench_core.cli.common import fail, table
+from bench_core.cli.common import ReportConsole, fail, table
 from bench_core.kernel.report_files import p_value, pct
 
 
@@ -41,7 +41,7 @@ def compare(
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         return
-    console = Console(markup=False, highlight=False)  # file names and labels printed as is
+    console = ReportConsole()  # tables that do not fit are stacked, user text printed as is
     print_comparison(result, console)
     target = out or with_dir / "compare"
     written = write_comparison(result, target, figures=figures, png=png)
