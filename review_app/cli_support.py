@@ -21,7 +21,6 @@ from typing import Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
-from sqlalchemy.exc import SQLAlchemyError
 
 from bench_core.kernel.errors import DatasetError
 from review_app.errors import ServiceError
@@ -57,6 +56,8 @@ def friendly_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        from sqlalchemy.exc import SQLAlchemyError  # here, not at the top: --help never loads SQLAlchemy
+
         from review_app.db.errors import DatabaseUnavailable
 
         try:
@@ -74,7 +75,7 @@ def friendly_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _database_fault(exc: SQLAlchemyError) -> ServiceError | None:
+def _database_fault(exc: Exception) -> ServiceError | None:
     from review_app.config import get_settings
     from review_app.db.errors import classify
 

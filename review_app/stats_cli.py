@@ -10,20 +10,18 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
-import pandas as pd
 import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from review_app.analysis.agreement import WEIGHT_SCHEMES, agreement
-from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
-from review_app.analysis.harm_model import PENALTY_HELP, Penalty, fit_random_intercept_logit
-from review_app.analysis.layout import AnalysisInputError
-from review_app.analysis.proportions import wilson
+from review_app.analysis.priors import PENALTY_HELP
+
+if TYPE_CHECKING:  # the analysis (pandas, scipy) is imported by the command that runs, not by --help
+    import pandas as pd
 
 app = typer.Typer(help="Agreement, harm model and Wilson proportions on CSV files.", no_args_is_help=True)
 console = Console()
@@ -44,6 +42,8 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, list[int]]:
     """
     import csv
     import io
+
+    import pandas as pd
 
     from bench_core.kernel.errors import InputError
     from bench_core.kernel.tabular import read_text_lines
@@ -127,6 +127,9 @@ def agreement_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Gwet's AC2 (AC1 with identity weights), Krippendorff's ordinal alpha and percent agreement."""
+    from review_app.analysis.agreement import WEIGHT_SCHEMES, agreement
+    from review_app.analysis.layout import AnalysisInputError
+
     if weights not in WEIGHT_SCHEMES:
         _fail(f"unknown --weights {weights!r}; choose one of {', '.join(WEIGHT_SCHEMES)}")
     try:
@@ -194,6 +197,10 @@ def harm_model_command(
     estimable and the other terms keep lme4's estimates; --penalty normal gives it a finite estimate
     under a weakly informative prior (blme::bglmer's objective).
     """
+    from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
+    from review_app.analysis.harm_model import Penalty, fit_random_intercept_logit
+    from review_app.analysis.layout import AnalysisInputError
+
     fixed_columns = [c.strip() for c in fixed.split(",") if c.strip()]
     references: dict[str, str] = {}
     for entry in reference or []:
@@ -270,6 +277,9 @@ def proportion_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a line of text.")] = False,
 ) -> None:
     """A rate with its Wilson 95% CI, e.g. ``--successes 34 --n 89`` -> 38.2% (28.8-48.6)."""
+    from review_app.analysis.layout import AnalysisInputError
+    from review_app.analysis.proportions import wilson
+
     try:
         result = wilson(successes, n)
     except AnalysisInputError as error:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import shutil
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -15,8 +14,10 @@ from rich.table import Table
 
 from bench_core.cli.errors import fail as cli_fail
 from bench_core.kernel.report_files import pct
-from bench_core.kernel.runner import RetryPolicy, Runner
-from bench_core.kernel.store import ResultStore
+
+if TYPE_CHECKING:  # the runner and the store are loaded by the commands that run, not by --help
+    from bench_core.kernel.runner import RetryPolicy, Runner
+    from bench_core.kernel.store import ResultStore
 
 # user text (labels, file names) printed as is, long paths on one line
 err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
@@ -65,6 +66,8 @@ def run_directory(benchmark: str, option: str = "out") -> Callable[[F], F]:
                         f"{out} is a {', '.join(others)} run directory; a {benchmark} run needs its own "
                         "--out directory (results of two benchmarks in one directory would hide each other)."
                     )
+                from bench_core.kernel.store import ResultStore
+
                 try:  # damaged results or side files are refused before anything is added to them
                     ResultStore(out)
                     read_jsonl(out / RUNS_FILE)
@@ -151,6 +154,36 @@ def check_tools(tools: str | None) -> None:
     fail(f"--tools: expected local:DIR or web, found {tools!r}")
 
 
+def write_folder(target: Path, write: Callable[[Path], list[Path]]) -> list[Path]:
+    """Write a folder of files so that no reader ever sees half of it; the paths written, under ``target``.
+
+    ``write(folder)`` fills a temporary sibling of ``target``. A new ``target`` is that sibling renamed;
+    into an existing one (a user's ``--out`` may hold other files) each file is moved by an atomic rename.
+    If ``write`` fails, the sibling is removed and ``target`` is as it was.
+    """
+    import os
+    import tempfile
+
+    if target.exists() and not target.is_dir():
+        fail(f"{target}: is a file, expected a folder to write the report into")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.writing-", dir=target.parent))
+    try:
+        written = write(scratch)
+        if not target.exists():
+            os.replace(scratch, target)
+        else:
+            for path in sorted(scratch.rglob("*"), key=lambda p: len(p.parts)):
+                destination = target / path.relative_to(scratch)
+                if path.is_dir():
+                    destination.mkdir(exist_ok=True)
+                else:
+                    os.replace(path, destination)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return [target / path.relative_to(scratch) for path in written]
+
+
 def started() -> None:
     """Mark the running command's calls as started: from now on a refusal keeps its run directory."""
     _Started.value = True
@@ -164,6 +197,8 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def make_runner(store: ResultStore, *, concurrency: int, timeout: float, progress: bool, retry: RetryPolicy) -> Runner:
     """The runner of a bench command, its progress bar on stderr (the run has started: its directory stays)."""
+    from bench_core.kernel.runner import Runner
+
     started()
     repaired = store.repair()
     if repaired:
@@ -184,6 +219,7 @@ def finish_run(store: ResultStore, summary: str, *, failed: int) -> None:
 
 def run_to_end(main: Callable[[], Awaitable[T]], store: ResultStore, models: Sequence[Any]) -> T:
     """Run ``main`` on a new event loop; on Ctrl-C close the store, say how to resume and exit 130."""
+    import asyncio
 
     async def wrapped() -> T:
         try:

@@ -28,7 +28,6 @@ from bench_core.cli.common import (
     run_to_end,
 )
 from bench_core.kernel.report_files import pct
-from bench_core.kernel.runner import RetryPolicy
 from bench_core.medmisbench.targets import DEFAULT_SEED
 
 
@@ -51,6 +50,8 @@ class _Endpoint:
         )
 
     def runner(self, store):
+        from bench_core.kernel.runner import RetryPolicy
+
         retry = RetryPolicy(max_attempts=self.call_attempts, max_total=self.max_total, base_delay=self.backoff)
         return make_runner(
             store, concurrency=self.concurrency, timeout=self.timeout, progress=self.progress, retry=retry

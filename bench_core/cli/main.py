@@ -12,13 +12,14 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 
-from bench_core.cli.common import ReportConsole, fail, run_directory
+from bench_core.cli.common import ReportConsole, fail, run_directory, write_folder
 from bench_core.cli.errors import DEBUG_HELP, MedrevGroup, debug_option
 from bench_core.cli.generation import register as register_generation
 from bench_core.cli.healthcontradict import run_healthcontradict
@@ -84,8 +85,10 @@ def report(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (one object per run directory)."),
     out: Path | None = typer.Option(None, "--out", help="Where to write tables and figures (default DIR/report)."),
-    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write Plotly figures (HTML and PNG)."),
-    png: bool = typer.Option(True, "--png/--no-png", help="Also render figures to PNG (needs Chromium)."),
+    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write Plotly figures (HTML; PNG with --png)."),
+    png: bool = typer.Option(
+        False, "--png/--no-png", help="Also render figures to PNG (needs Chromium; seconds per figure)."
+    ),
     combined: bool = typer.Option(
         False,
         "--combined",
@@ -130,7 +133,7 @@ def report(
         target = out if out is not None and len(run_dirs) == 1 else (out or run_dir / "report")
         if out is not None and len(run_dirs) > 1:
             target = out / run_dir.name
-        written = design.write_report(result, target, figures=figures, png=png)
+        written = write_folder(target, partial(design.write_report, result, figures=figures, png=png))
         console.print(f"wrote {len(written)} files to {target}")
     for benchmark in sorted(joined):
         dirs = by_design[benchmark]
@@ -146,7 +149,7 @@ def report(
         printer(result, console)
         parent = Path(os.path.commonpath([str(d.resolve()) for d in dirs]))
         target = (out if out is not None else parent / "report") / f"combined-{benchmark}"
-        written = known[benchmark][0].write_report(result, target, figures=figures, png=png)
+        written = write_folder(target, partial(known[benchmark][0].write_report, result, figures=figures, png=png))
         console.print(f"wrote {len(written)} files to {target}")
 
 

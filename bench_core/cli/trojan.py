@@ -23,7 +23,6 @@ from bench_core.cli.common import (
 )
 from bench_core.kernel.errors import DatasetError
 from bench_core.kernel.rundir import write_atomic
-from bench_core.kernel.runner import RetryPolicy
 
 ingest_app = typer.Typer(help="Validate benchmark source files and record their provenance.", no_args_is_help=True)
 
@@ -193,6 +192,8 @@ def run_trojan(
             "n_records": len(dataset.records),
         },
     )
+    from bench_core.kernel.runner import RetryPolicy
+
     retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
     runner = make_runner(store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry)
     summary = run_to_end(

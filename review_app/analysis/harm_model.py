@@ -60,6 +60,7 @@ from scipy import linalg, optimize, sparse, stats
 from scipy.special import expit
 
 from review_app.analysis.layout import AnalysisInputError, RowOffset, require_columns, where
+from review_app.analysis.priors import DEFAULT_PRIOR_INTERCEPT_SD, DEFAULT_PRIOR_SD
 
 LATENT_LOGISTIC_VARIANCE = math.pi**2 / 3
 INTERCEPT = "Intercept"
@@ -75,15 +76,6 @@ NO_EVENTS = "no events in this level"
 ALL_EVENTS = "every annotation in this level is an event"
 
 PENALTIES: tuple[str, ...] = ("none", "normal")
-DEFAULT_PRIOR_INTERCEPT_SD = 10.0
-DEFAULT_PRIOR_SD = 2.5
-PENALTY_HELP = (
-    "none (maximum likelihood, lme4::glmer; the default) or normal: independent normal priors on the fixed "
-    f"effects, SD {DEFAULT_PRIOR_INTERCEPT_SD:g} on the intercept and {DEFAULT_PRIOR_SD:g} on the other "
-    "coefficients (Gelman et al. 2008's weakly informative scale), no prior on the reviewer variance: "
-    "blme::bglmer(fixef.prior = normal(sd = c(10, 2.5)), cov.prior = NULL). Gives separated terms finite "
-    "estimates. normal:SD or normal:INTERCEPT_SD,SD sets the scales."
-)
 
 
 @dataclass(frozen=True)
