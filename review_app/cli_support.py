@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -41,7 +43,11 @@ def engine():
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print ``error: message`` on stderr (the message as plain text) and exit with ``code`` (2: bad input,
-    1: a fault of the machine or the database)."""
+    1: a fault of the machine or the database). With ``--debug`` (MEDREV_DEBUG=1) the traceback of the exception
+    being handled, if any, comes first."""
+    caught = sys.exc_info()[1]
+    if caught is not None and os.environ.get("MEDREV_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
+        traceback.print_exception(type(caught), caught, caught.__traceback__, file=sys.stderr)
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(code=code)
 

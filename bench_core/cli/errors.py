@@ -89,7 +89,13 @@ def handle(exc: BaseException) -> int:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """Print ``error: message`` on stderr (plain text) and exit with ``code`` (2: bad input, 1: machine fault)."""
+    """Print ``error: message`` on stderr (plain text) and exit with ``code`` (2: bad input, 1: machine fault).
+
+    Called while handling an exception with ``--debug``, its traceback is printed first.
+    """
+    caught = sys.exc_info()[1]
+    if caught is not None and debug_enabled():
+        traceback.print_exception(type(caught), caught, caught.__traceback__, file=sys.stderr)
     say(message)
     raise typer.Exit(code)
 
