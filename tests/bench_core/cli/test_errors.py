@@ -25,7 +25,8 @@ def bad_cell() -> None:
 
 @demo.command("bad-rows")
 def bad_rows() -> None:
-    raise DatasetError([RowIssue("a.csv", line, "answer", "gold answer 'Z' is not among the options") for line in (3, 9)])
+    issues = [RowIssue("a.csv", line, "answer", "gold answer 'Z' is not among the options") for line in (3, 9)]
+    raise DatasetError(issues)
 
 
 @demo.command("denied")
