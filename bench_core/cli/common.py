@@ -149,9 +149,9 @@ def check_tools(tools: str | None) -> None:
     if kind == "local" and argument:
         folder = Path(argument)
         if not folder.is_dir():
-            fail(f"--tools: {folder} is not a folder (local:DIR searches the documents of a folder)")
+            fail(f"--tools: {folder}: not a folder of documents (local:DIR searches the documents of a folder)")
         return
-    fail(f"--tools: expected local:DIR or web, found {tools!r}")
+    fail(f"--tools: unknown search backend {tools!r}; expected local:DIR or web")
 
 
 def write_folder(target: Path, write: Callable[[Path], list[Path]]) -> list[Path]:
