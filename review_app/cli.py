@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import typer
 
 from bench_core.cli import DEBUG_HELP, MedrevGroup, debug_option
-from bench_core.cli import app as bench_app
 from review_app.cli_support import console, friendly_errors
-from review_app.review_cli import app as review_app
-from review_app.stats_cli import app as stats_app
+
+
+class Medrev(MedrevGroup):
+    """The root group: ``review``, ``stats`` and ``bench`` are imported and built only when used (fast --help)."""
+
+    lazy_commands: ClassVar[dict[str, tuple[str, str, str]]] = {
+        "review": ("review_app.review_cli", "app", "Set up and run a clinician review study."),
+        "stats": ("review_app.stats_cli", "app", "Agreement, harm model and Wilson proportions on CSV files."),
+        "bench": ("bench_core.cli", "app", "Run benchmarks against model endpoints and report their metrics."),
+    }
+
 
 app = typer.Typer(
     help="medrev: benchmarks of medical LLMs under misleading evidence, and clinician review of the results.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
-    cls=MedrevGroup,  # the one error path: bad input exit 2, machine faults exit 1, no traceback
+    cls=Medrev,  # the one error path: bad input exit 2, machine faults exit 1, no traceback
 )
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
-app.add_typer(review_app, name="review")
 app.add_typer(db_app, name="db")
-app.add_typer(stats_app, name="stats")
-app.add_typer(bench_app, name="bench")
 
 
 @app.callback()

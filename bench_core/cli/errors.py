@@ -19,16 +19,17 @@ raise them); this module only decides how they are shown.
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import os
 import sys
 import tempfile
 import traceback
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import typer
+import typer.main
 from typer.core import TyperGroup
-from typer.exceptions import TyperException
 
 from bench_core.kernel.errors import EXIT_UNEXPECTED, describe, exit_code
 
@@ -123,17 +124,37 @@ class MedrevGroup(TyperGroup):
     (``--format medqa|medmcqa|med…``, URLs) at 80 columns, plain help wraps and never cuts.
     """
 
+    # name -> (module, attribute of its typer app, one-line help): sub-groups imported and built only when used,
+    # so ``medrev --help`` neither imports nor introspects the commands it does not run (a subclass sets it).
+    lazy_commands: ClassVar[dict[str, tuple[str, str, str]]] = {}
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         plain_help(self)
 
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, TyperException, SystemExit):
-            raise  # usage errors and exits are the command line's own, already worded
-        except KeyboardInterrupt:
-            say("interrupted.", prefix="")
-            raise typer.Exit(INTERRUPTED) from None
-        except Exception as exc:  # the one place where every command's failure is shown
-            raise typer.Exit(handle(exc)) from None
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *(name for name in self.lazy_commands if name not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands and cmd_name in self.lazy_commands:
+            module, attribute, _help = self.lazy_commands[cmd_name]
+            group = typer.main.get_command(getattr(importlib.import_module(module), attribute))
+            group.name = cmd_name
+            plain_help(group)
+            self.commands[cmd_name] = group
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The command list; a lazy group not loaded yet is listed with its one-line help (nothing imported)."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max((len(name) for name in names), default=0)
+        rows = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is None:
+                rows.append((name, self.lazy_commands[name][2]))
+            elif not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
