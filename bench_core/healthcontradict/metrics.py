@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from itertools import combinations
 from typing import Any
 
-
 from bench_core.healthcontradict.prompts import TEMPLATE_ORDER
 from bench_core.healthcontradict.run import BENCHMARK, HCPrediction, HCRunData
 from bench_core.kernel.stats import Proportion
