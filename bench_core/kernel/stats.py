@@ -28,16 +28,17 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-# The two-sided 95% normal quantile exactly as scipy computes it (``scipy.stats.norm.isf(0.025)``): with it the
-# Wilson interval below is bit-identical to statsmodels' ``proportion_confint(method="wilson")`` (tested), and
-# a report need not import statsmodels, scipy and pandas (seconds) for its rates.
-Z_95 = 1.9599639845400545
+# ``scipy.stats.norm.isf(alpha / 2)`` for the alphas medrev uses, as scipy computes them: 0.05 as written and
+# 1 - 0.95 as ``Proportion`` computes it (a different float, a different last digit). With them the Wilson
+# interval below is bit-identical to statsmodels' ``proportion_confint(method="wilson")`` (tested), and a
+# report need not import statsmodels, scipy and pandas (seconds) for its rates.
+NORMAL_QUANTILES = {0.05: 1.9599639845400545, 1 - 0.95: 1.959963984540054}
 
 
 def _normal_quantile(alpha: float) -> float:
     """``z`` with P(|Z| > z) = alpha, as scipy computes it."""
-    if alpha == 0.05:
-        return Z_95
+    if alpha in NORMAL_QUANTILES:
+        return NORMAL_QUANTILES[alpha]
     from scipy.stats import norm
 
     return float(norm.isf(alpha / 2.0))
