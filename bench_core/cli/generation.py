@@ -299,6 +299,7 @@ def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size
     )
     from bench_core.kernel.errors import DatasetError
 
+    check_endpoint(options["provider"], options["base_url"])  # every argument is checked before anything is written
     seed = options.pop("seed")
     _check_structured(options["structured"])
     try:
@@ -548,8 +549,8 @@ def register(app: typer.Typer) -> None:
     """Add the benchmark-building commands to the ``bench`` group."""
     app.command("generate")(run_directory("medmisbench-generation")(generate))
     app.command("generate-report")(generate_report)
-    app.command("regenerate")(regenerate)
-    app.command("reassign-provenance")(reassign_provenance)
+    app.command("regenerate")(run_directory("medmisbench-sensitivity")(regenerate))
+    app.command("reassign-provenance")(run_directory("medmisbench-sensitivity")(reassign_provenance))
     app.command("compare-runs")(compare_runs)
 
 

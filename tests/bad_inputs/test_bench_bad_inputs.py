@@ -452,6 +452,46 @@ RUN_DIRS: list[Case] = [
 ]
 
 
+SENSITIVITY = ["--model", "g", "--base-url", DEAD, "--no-progress"]
+RUN_DIRS += [
+    Case(
+        "regenerate-provider",
+        lambda w: [
+            "bench",
+            "regenerate",
+            "--from",
+            str(old_run(w)),
+            "--out",
+            str(w / "o"),
+            *SENSITIVITY,
+            "--provider",
+            "acme",
+        ],
+        ("--provider", "acme"),
+    ),
+    Case(
+        "reassign-temperature",
+        lambda w: [
+            "bench",
+            "reassign-provenance",
+            "--from",
+            str(old_run(w)),
+            "--out",
+            str(w / "o"),
+            *SENSITIVITY,
+            "--temperature",
+            "-3",
+        ],
+        ("--temperature",),
+    ),
+    Case(
+        "regenerate-out-is-a-run-dir",
+        lambda w: ["bench", "regenerate", "--from", str(old_run(w)), "--out", str(old_run(w, "other")), *SENSITIVITY],
+        ("other", "medmisbench"),
+    ),
+]
+
+
 # -- healthcontradict ----------------------------------------------------------------------------
 
 HC_ROW = {
