@@ -158,3 +158,14 @@ class MedrevGroup(TyperGroup):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, TyperException, SystemExit):
+            raise  # usage errors and exits are the command line's own, already worded
+        except KeyboardInterrupt:
+            say("interrupted.", prefix="")
+            raise typer.Exit(INTERRUPTED) from None
+        except Exception as exc:  # the one place where every command's failure is shown
+            raise typer.Exit(handle(exc)) from None
