@@ -30,6 +30,7 @@ from typing import Any, ClassVar, NoReturn
 import typer
 import typer.main
 from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from bench_core.kernel.errors import EXIT_UNEXPECTED, describe, exit_code
 
