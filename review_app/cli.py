@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Annotated, ClassVar
 
 import typer
@@ -19,6 +20,16 @@ class Medrev(MedrevGroup):
         "stats": ("review_app.stats_cli", "app", "Agreement, harm model and Wilson proportions on CSV files."),
         "bench": ("bench_core.cli", "app", "Run benchmarks against model endpoints and report their metrics."),
     }
+
+    def exit_code(self, exc: BaseException) -> int | None:
+        """A review service's refusal is bad input (2); a database fault (unreachable, read-only, not a
+        database) is a fault of the machine (1), wherever it is raised (``stats plan --pilot`` too)."""
+        from review_app.errors import ServiceError
+
+        if isinstance(exc, ServiceError):
+            faults = sys.modules.get("review_app.db.errors")  # loaded if the fault came from the database
+            return 1 if faults is not None and isinstance(exc, faults.DatabaseUnavailable) else 2
+        return super().exit_code(exc)
 
 
 app = typer.Typer(

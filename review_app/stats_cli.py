@@ -28,9 +28,10 @@ console = Console()
 CSV_HEADER_LINES = 2  # frame position 0 is line 2 of the file
 
 
-def _fail(message: str) -> NoReturn:
+def _fail(message: str, code: int = 2) -> NoReturn:
+    """``error: message`` on stderr and exit ``code`` (2: bad input, 1: a fault of the machine or database)."""
     typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code=2)
+    raise typer.Exit(code=code)
 
 
 def _read_csv(path: Path) -> tuple[pd.DataFrame, list[int]]:
@@ -391,9 +392,13 @@ def plan_command(
     def progress(done: int, budget: int) -> None:
         bar.update(job, completed=done, total=max(budget, done))
 
+    from review_app.db.errors import DatabaseUnavailable
+
     try:
         with bar:
             plan = make_plan(engine() if pilot else None, request, progress=progress)
+    except DatabaseUnavailable as error:
+        _fail(str(error), code=1)  # a fault of the machine, not of the arguments
     except ServiceError as error:
         _fail(str(error))
     if as_json:

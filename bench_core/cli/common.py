@@ -166,8 +166,15 @@ def write_folder(target: Path, write: Callable[[Path], list[Path]]) -> list[Path
 
     if target.exists() and not target.is_dir():
         fail(f"{target}: is a file, expected a folder to write the report into")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.writing-", dir=target.parent))
+    from bench_core.kernel.errors import is_input_os_error, machine_fault
+
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.writing-", dir=target.parent))
+    except OSError as exc:
+        if is_input_os_error(exc):
+            fail(f"{target}: cannot write the report there ({exc.strerror})")
+        raise machine_fault(exc, target, "write the report into") from None
     try:
         written = write(scratch)
         if not target.exists():

@@ -74,9 +74,9 @@ def write_crash_log(exc: BaseException) -> Path | None:
     return None
 
 
-def handle(exc: BaseException) -> int:
-    """Show ``exc`` as the command line's one message and return the exit code."""
-    code = exit_code(exc)
+def handle(exc: BaseException, code: int | None = None) -> int:
+    """Show ``exc`` as the command line's one message and return the exit code (``code``: already classified)."""
+    code = exit_code(exc) if code is None else code
     if debug_enabled():
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     if code is not None:
@@ -169,4 +169,11 @@ class MedrevGroup(TyperGroup):
             say("interrupted.", prefix="")
             raise typer.Exit(INTERRUPTED) from None
         except Exception as exc:  # the one place where every command's failure is shown
-            raise typer.Exit(handle(exc)) from None
+            raise typer.Exit(handle(exc, self.exit_code(exc))) from None
+
+    def exit_code(self, exc: BaseException) -> int | None:
+        """2 for bad input, 1 for a fault of the machine, None for a bug (``kernel.errors.exit_code``).
+
+        A subclass adds the errors of its own package (the ``medrev`` root: the review app's refusals).
+        """
+        return exit_code(exc)

@@ -912,6 +912,11 @@ STATS: list[Case] = [
     Case("stats-harm-5mb-line", harm("harm,model,reviewer\n0,a," + "r" * 5_000_000 + "\n"), ("h.csv:2", "MB")),
     Case("stats-proportion-k-gt-n", lambda w: ["stats", "proportion", "--successes", "5", "--n", "3"], ("5",)),
     Case("stats-proportion-negative", lambda w: ["stats", "proportion", "--successes", "-1", "--n", "3"], ("-1",)),
+    Case(
+        "stats-plan-pilot-unknown-study",
+        lambda w: ["stats", "plan", "--metric", "rate", "--pilot", "nosuch"],
+        ("no study named 'nosuch'",),
+    ),
     Case("stats-plan-kind", lambda w: ["stats", "plan", "--metric", "nosuch"], ("nosuch",)),
 ]
 
@@ -929,6 +934,21 @@ def test_refused_cleanly(case: Case, tmp_path: Path) -> None:
 
 
 MACHINE_FAULTS: list[Case] = [
+    Case(
+        "machine-stats-plan-database-is-a-folder",
+        lambda w: [
+            "--database-url",
+            f"sqlite:///{folder(w / 'db')}",
+            "stats",
+            "plan",
+            "--metric",
+            "rate",
+            "--pilot",
+            "p",
+        ],
+        ("db", "is a folder, not a database file"),
+        code=MACHINE,
+    ),
     # /sys refuses a new folder to everyone (root included): the machine, not the input, is at fault
     Case(
         "machine-out-not-creatable",
