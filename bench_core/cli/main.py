@@ -123,8 +123,10 @@ def report(
             continue
         try:
             result = design.build(run_dir)
-        except ValueError as exc:  # every design's RunDirError, and DatasetError, is a ValueError
+        except ValueError as exc:  # every design's RunDirError, DamagedFile and DatasetError is a ValueError
             fail(str(exc))
+        except (KeyError, TypeError) as exc:  # a file edited by hand or written by something else
+            fail(f"{run_dir}: a file of this run directory is not as medrev wrote it ({type(exc).__name__}: {exc})")
         result["run_dir"] = str(run_dir)
         if as_json:
             sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")

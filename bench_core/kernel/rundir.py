@@ -103,6 +103,28 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def read_json(path: Path) -> Any:
+    """A JSON side file (e.g. Trojan's ``records.json``); ``DamagedFile`` naming the file and line if it is not JSON."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DamagedFile(f"{path}: not UTF-8 text (byte {exc.start}); medrev writes UTF-8 JSON") from None
+    except json.JSONDecodeError as exc:
+        raise DamagedFile(f"{path}:{exc.lineno}: damaged JSON ({exc.msg}); repair or restore the file") from None
+
+
+def rows_of(path: Path, rows: Iterable[dict[str, Any]], read: Callable[[dict[str, Any]], T]) -> list[T]:
+    """``read`` applied to each row of a side file; a row without the fields medrev wrote is ``DamagedFile``
+    naming the file and the row's position (1-based, blank lines not counted)."""
+    out = []
+    for index, row in enumerate(rows, start=1):
+        try:
+            out.append(read(row))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise DamagedFile(f"{path}: record {index} is not one medrev wrote ({type(exc).__name__}: {exc})") from None
+    return out
+
+
 def append_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     """Append rows to a JSON Lines side file, one line each."""
     rows = list(rows)

@@ -192,7 +192,10 @@ def _record(raw: bytes) -> dict[str, Any] | None:
         record = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
-    if not isinstance(record, dict) or "key" not in record or "status" not in record:
+    if not isinstance(record, dict) or record.get("status") not in (OK, FAILED):
+        return None
+    key = record.get("key")
+    if not isinstance(key, dict) or any(key.get(name) is None for name in ResultKey.__dataclass_fields__):
         return None
     return record
 

@@ -452,6 +452,52 @@ RUN_DIRS: list[Case] = [
 ]
 
 
+def replace_line(path: Path, line: int, text: str) -> None:
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[line - 1] = text
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def edited(file: str, line: int, text: str) -> Callable[[Path], str]:
+    def make(w: Path) -> str:
+        run = old_run(w)
+        replace_line(run / file, line, text)
+        return str(run)
+
+    return make
+
+
+RUN_DIRS += [
+    Case(
+        "rundir-items-row-without-item",
+        lambda w: ["bench", "report", edited("items.jsonl", 2, '{"x": 1}')(w), "--json"],
+        ("items.jsonl", "record 2"),
+    ),
+    Case(
+        "rundir-results-record-without-key-fields",
+        lambda w: ["bench", "report", edited("results.jsonl", 3, '{"key": {"item": "x"}, "status": "ok"}')(w)],
+        ("results.jsonl:3", "damaged"),
+    ),
+    Case(
+        "rundir-results-unknown-status",
+        lambda w: ["bench", "report", edited("results.jsonl", 2, '{"key": {}, "status": "maybe"}')(w)],
+        ("results.jsonl:2",),
+    ),
+    Case(
+        "rundir-runs-log-damaged",
+        lambda w: [*MMB_RUN, "--data", write(w / "a.jsonl", jsonl([ROW])), "--out", _two_line_runs_log(w)],
+        ("runs.jsonl:1",),
+    ),
+]
+
+
+def _two_line_runs_log(w: Path) -> str:
+    run = old_run(w)
+    log = run / "runs.jsonl"
+    log.write_text('{"benchmark": "medmisbench", "cut\n' + log.read_text(encoding="utf-8"), encoding="utf-8")
+    return str(run)
+
+
 SENSITIVITY = ["--model", "g", "--base-url", DEAD, "--no-progress"]
 RUN_DIRS += [
     Case(
