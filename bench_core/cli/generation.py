@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from bench_core.cli.common import (
     positive,
     run_directory,
     run_to_end,
+    write_folder,
 )
 from bench_core.kernel.report_files import pct
 from bench_core.medmisbench.targets import DEFAULT_SEED
@@ -99,7 +101,7 @@ def _report(directory: Path, console: Console, *, write: bool = True) -> dict[st
     report = construction_report(directory)
     print_construction_report(report, console)
     if write:
-        written = write_construction_report(report, directory / REPORT_DIR)
+        written = write_folder(directory / REPORT_DIR, partial(write_construction_report, report))
         console.print(f"wrote {', '.join(str(p) for p in written)}", highlight=False)
     return report
 
@@ -538,10 +540,15 @@ def compare_runs(
         table.add_row(*row)
     console.print(table)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "compare_runs.json").write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
         page = html_page("Benchmark variants compared", [html_table(title, header, rows)])
-        (out / "compare_runs.html").write_text(page, encoding="utf-8")
+
+        def write(folder: Path) -> list[Path]:
+            text = json.dumps(result, indent=2, ensure_ascii=False)
+            (folder / "compare_runs.json").write_text(text, encoding="utf-8")
+            (folder / "compare_runs.html").write_text(page, encoding="utf-8")
+            return [folder / "compare_runs.json", folder / "compare_runs.html"]
+
+        write_folder(out, write)  # nothing half-written
         console.print(f"wrote {out / 'compare_runs.json'} and {out / 'compare_runs.html'}", highlight=False)
 
 
