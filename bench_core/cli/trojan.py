@@ -101,6 +101,9 @@ def run_trojan(
     source_url: str | None = typer.Option(None, "--source-url", help="Where the data file was downloaded from."),
     retrieved_at: str | None = typer.Option(None, "--retrieved-at", help="When it was downloaded (ISO 8601)."),
     expect_count: int | None = typer.Option(None, "--expect-count", help="Refuse the file unless it has N records."),
+    skip_bad_rows: bool = typer.Option(
+        False, "--skip-bad-rows", help="Run the valid records of a file with faulty ones, naming each one skipped."
+    ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N records."),
     judge_attempts: int = typer.Option(3, "--judge-attempts", min=1, help="Judge calls per answer, re-asks included."),
     temperature: float | None = typer.Option(0.0, "--temperature", callback=non_negative),
@@ -145,9 +148,17 @@ def run_trojan(
     )
 
     try:
-        dataset = load_retracted(data, source_url=source_url, retrieved_at=retrieved_at, expected_count=expect_count)
+        dataset = load_retracted(
+            data,
+            source_url=source_url,
+            retrieved_at=retrieved_at,
+            expected_count=expect_count,
+            skip_bad_rows=skip_bad_rows,
+        )
     except DatasetError as exc:
         fail(str(exc))
+    for issue in dataset.issues:
+        err.print(f"not loaded: {issue}", highlight=False)
     if limit:
         dataset.records = dataset.records[:limit]
     prompts = get_prompts(DEFAULT_PROMPTS)

@@ -175,8 +175,13 @@ def load_retracted(
     source_url: str | None = None,
     retrieved_at: str | None = None,
     expected_count: int | None = None,
+    skip_bad_rows: bool = False,
 ) -> RetractedDataset:
-    """Read and validate a benchmark file; DatasetError (listing every problem) when anything is wrong."""
+    """Read and validate a benchmark file; DatasetError (listing every problem) when anything is wrong.
+
+    ``skip_bad_rows`` keeps the valid records of a file with faulty ones (listed in the dataset's ``issues``);
+    a wrong count or a file with no valid record is still refused.
+    """
     from bench_core.kernel.tabular import check_regular_file, read_text_lines
 
     path = Path(path)
@@ -198,12 +203,13 @@ def load_retracted(
             [RowIssue(str(path), None, None, "expected a JSON array of records, or an object with a 'records' array")]
         )
     records, issues = validate_records(value, str(path))
+    fatal = []
     if expected_count is not None and len(value) != expected_count:
-        issues.append(RowIssue(str(path), None, None, f"{len(value)} records, expected {expected_count}"))
-    if not value:
-        issues.append(RowIssue(str(path), None, None, "the file holds no record"))
-    if issues:
-        raise DatasetError(issues)
+        fatal.append(RowIssue(str(path), None, None, f"{len(value)} records, expected {expected_count}"))
+    if not records:
+        fatal.append(RowIssue(str(path), None, None, "the file holds no record" if not value else "no valid record"))
+    if fatal or (issues and not skip_bad_rows):
+        raise DatasetError([*issues, *fatal])
     if retrieved_at is not None:
         when, how = retrieved_at, "given"
     elif isinstance(declared.get("generated_at"), str) and declared["generated_at"].strip(" .") not in ("",):
@@ -222,7 +228,7 @@ def load_retracted(
         file_format=file_format,
         declared=declared,
     )
-    return RetractedDataset(records, provenance)
+    return RetractedDataset(records, provenance, issues)
 
 
 # -- fallback normalisation ---------------------------------------------------------------------
