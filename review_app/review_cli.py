@@ -79,29 +79,28 @@ def import_(
             "for a roster, also enrol the reviewers in it."
         ),
     ] = None,
+    skip_bad_rows: Annotated[
+        bool,
+        typer.Option(
+            "--skip-bad-rows",
+            help="Import the good rows and report each bad one (default: a file with any bad row is refused whole).",
+        ),
+    ] = False,
 ) -> None:
     """Import benchmark items, model responses or a reviewer roster. A file with any bad row is refused whole."""
-    from review_app.services import assignment, importing, studies
-    from review_app.services.errors import NotFound
+    from review_app.services import importing
 
-    db = engine()
-    who = actor()
-    summaries = importing.import_path(db, path, kind=kind, actor=who)
-    for summary in summaries:
+    done = importing.import_into_study(
+        engine(), path, kind=kind, study=study, actor=actor(), skip_bad_rows=skip_bad_rows
+    )
+    for summary in done.summaries:
         console.print(str(summary))
-    if study:
-        try:
-            studies.get_study(db, study)
-        except NotFound:
-            detected = kind or importing.detect_kind(path)
-            rubrics = {"run": ["B"], "judge": ["judge"]}.get(detected)
-            studies.create_study(db, study, rubrics=rubrics, actor=who)
-            what = {"run": " (Rubric B, response review)", "judge": " (judge audit)"}.get(detected, "")
-            console.print(f"created study {study!r}{what}")
-        names = [name for s in summaries for name in s.reviewers]  # leads and admins are never enrolled
-        if names:
-            assignment.enrol(db, study, names, actor=who)
-            console.print(f"enrolled {len(names)} reviewer(s) in {study!r}")
+        for issue in summary.skipped:
+            console.print(f"  skipped {issue}")
+    if done.created:
+        console.print(f"created study {done.study!r}{done.created.rstrip()}")
+    if done.enrolled:
+        console.print(f"enrolled {len(done.enrolled)} reviewer(s) in {done.study!r}")
 
 
 @study_app.command("create")
