@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from bench_core.cli import DEBUG_HELP, MedrevGroup, debug_option
 from bench_core.cli import app as bench_app
 from review_app.cli_support import console, friendly_errors
 from review_app.review_cli import app as review_app
@@ -16,6 +17,7 @@ app = typer.Typer(
     help="medrev: benchmarks of medical LLMs under misleading evidence, and clinician review of the results.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    cls=MedrevGroup,  # the one error path: bad input exit 2, machine faults exit 1, no traceback
 )
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(review_app, name="review")
@@ -35,8 +37,10 @@ def main(
             show_envvar=True,
         ),
     ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
     """medrev command line. Run a command with --help for its options."""
+    debug_option(debug)
     if database_url:
         os.environ["MEDREV_DATABASE_URL"] = database_url
 

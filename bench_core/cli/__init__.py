@@ -3,6 +3,7 @@
 ``app`` is the group that ``medrev bench`` mounts (``review_app.cli``) and ``python -m bench_core`` runs.
 """
 
+from bench_core.cli.errors import DEBUG_HELP, MedrevGroup, debug_option
 from bench_core.cli.main import app
 
-__all__ = ["app"]
+__all__ = ["DEBUG_HELP", "MedrevGroup", "app", "debug_option"]

@@ -3,29 +3,168 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import shutil
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from bench_core.cli.errors import fail as cli_fail
 from bench_core.kernel.report_files import pct
 from bench_core.kernel.runner import RetryPolicy, Runner
 from bench_core.kernel.store import ResultStore
 
-err = Console(stderr=True)
+err = Console(stderr=True, markup=False, highlight=False)  # user text (labels, file names) printed as is
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+# The file that makes a directory one design's run directory (beside runs.jsonl), for refusing another's.
+DESIGN_MARKERS = {
+    "items.jsonl": "medmisbench",
+    "instances.jsonl": "healthcontradict",
+    "records.json": "trojan",
+    "source_items.jsonl": "medmisbench-generation",
+}
+
+
+class _Started:
+    """Whether the command being run has started its calls (from then on its directory holds paid work)."""
+
+    value = False
+
+
+def run_directory(benchmark: str, option: str = "out") -> Callable[[F], F]:
+    """Guard the output directory of a run command (``--out``): one benchmark, one process, nothing half-made.
+
+    Before the command runs: a directory holding another benchmark's run is refused, the directory is
+    created and locked with this process's PID (a second process is refused naming the first's PID; a lock
+    whose process is gone is taken over). If the command is refused before its first call (bad data, bad
+    arguments, an endpoint that cannot be set up), a directory it created is removed again: a refused run
+    leaves nothing behind. The lock is released when the command ends, however it ends.
+    """
+    from bench_core.kernel.rundir import RunLock, benchmarks_in
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            out = Path(kwargs[option])
+            if out.exists() and not out.is_dir():
+                fail(f"{out}: --{option} is a file, expected a directory (new, or a {benchmark} run directory)")
+            existed = out.exists()
+            if existed:
+                others = sorted(
+                    ({DESIGN_MARKERS[name] for name in DESIGN_MARKERS if (out / name).exists()} | benchmarks_in(out))
+                    - {benchmark}
+                )
+                if others:
+                    fail(
+                        f"{out} is a {', '.join(others)} run directory; a {benchmark} run needs its own "
+                        "--out directory (results of two benchmarks in one directory would hide each other)."
+                    )
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                from bench_core.kernel.errors import is_input_os_error, machine_fault
+
+                if is_input_os_error(exc):
+                    fail(f"{out}: cannot create the run directory ({exc.strerror})")
+                raise machine_fault(exc, out, "create the run directory") from None
+            lock = RunLock(out)
+            try:
+                lock.acquire()
+            except ValueError as exc:
+                if not existed:
+                    shutil.rmtree(out, ignore_errors=True)
+                fail(str(exc))
+            _Started.value = False
+            try:
+                return func(*args, **kwargs)
+            except BaseException as exc:
+                refused = not (isinstance(exc, typer.Exit) and exc.exit_code == 0)
+                if refused and not existed and not _Started.value:
+                    lock.release()
+                    shutil.rmtree(out, ignore_errors=True)
+                raise
+            finally:
+                lock.release()
+                _Started.value = False
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def positive(value: float | None) -> float | None:
+    """Option callback: a number of seconds must be more than 0 (checked before anything is written)."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"expected a number > 0, found {value:g}")
+    return value
+
+
+def non_negative(value: float | None) -> float | None:
+    """Option callback: a temperature or a wait cannot be negative."""
+    if value is not None and not value >= 0:
+        raise typer.BadParameter(f"expected a number >= 0, found {value:g}")
+    return value
+
+
+def check_endpoint(provider: str, base_url: str | None) -> None:
+    """Refuse an unknown provider or a base URL that is not http(s)://host... before anything is written."""
+    from urllib.parse import urlsplit
+
+    from bench_core.kernel.providers import PROVIDERS
+
+    if provider not in PROVIDERS:
+        fail(f"--provider: expected one of {', '.join(PROVIDERS)}, found {provider!r}")
+    if base_url is None:
+        return
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or " " in base_url:
+        fail(f"--base-url: expected an http(s) URL such as http://localhost:8000/v1, found {base_url!r}")
+
+
+def check_tools(tools: str | None) -> None:
+    """Refuse a --tools value that is neither ``web`` nor ``local:DIR`` with an existing folder."""
+    if tools is None:
+        return
+    kind, _, argument = tools.partition(":")
+    if kind == "web" and not argument:
+        return
+    if kind == "local" and argument:
+        folder = Path(argument)
+        if not folder.is_dir():
+            fail(f"--tools: {folder} is not a folder (local:DIR searches the documents of a folder)")
+        return
+    fail(f"--tools: expected local:DIR or web, found {tools!r}")
+
+
+def started() -> None:
+    """Mark the running command's calls as started: from now on a refusal keeps its run directory."""
+    _Started.value = True
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """Print an error naming what is wrong and exit (2: bad input)."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
-    raise typer.Exit(code)
+    """Print an error naming what is wrong (as plain text: file names and labels may hold ``[...]``) and exit
+    (2: bad input, 1: a fault of the machine)."""
+    cli_fail(message, code)
 
 
 def make_runner(store: ResultStore, *, concurrency: int, timeout: float, progress: bool, retry: RetryPolicy) -> Runner:
-    """The runner of a bench command, its progress bar on stderr."""
+    """The runner of a bench command, its progress bar on stderr (the run has started: its directory stays)."""
+    started()
+    repaired = store.repair()
+    if repaired:
+        err.print(
+            f"note: {store.path}: cut away an incomplete last line ({repaired} bytes, left by a killed run); "
+            "its call is made again."
+        )
     return Runner(store, concurrency=concurrency, retry=retry, timeout=timeout, progress=progress, console=err)
 
 
@@ -52,7 +191,7 @@ def run_to_end(main: Callable[[], Awaitable[T]], store: ResultStore, models: Seq
     except KeyboardInterrupt:
         store.close()
         err.print(
-            f"[yellow]interrupted:[/] finished calls are saved in {store.path}; "
+            f"interrupted: finished calls are saved in {store.path}; "
             "run the same command again to resume (no finished call is repeated)."
         )
         raise typer.Exit(130) from None

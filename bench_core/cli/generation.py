@@ -16,7 +16,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench_core.cli.common import err, fail, make_runner, run_to_end
+from bench_core.cli.common import (
+    check_endpoint,
+    err,
+    fail,
+    make_runner,
+    non_negative,
+    positive,
+    run_directory,
+    run_to_end,
+)
 from bench_core.kernel.report_files import pct
 from bench_core.kernel.runner import RetryPolicy
 from bench_core.medmisbench.targets import DEFAULT_SEED
@@ -59,7 +68,7 @@ def _execute(run, endpoint: _Endpoint, *, retry_failed: bool, label: str) -> dic
     run.close()
     for downgrade in run.downgrades:
         err.print(
-            f"[yellow]note:[/] the endpoint refused response_format {downgrade['from']}; "
+            f"note: the endpoint refused response_format {downgrade['from']}; "
             f"fell back to {downgrade['to']} ({downgrade['calls']} call(s) repeated)",
             highlight=False,
         )
@@ -101,15 +110,17 @@ MAX_ATTEMPTS = typer.Option(3, "--max-attempts", min=1, help="Validation attempt
 STRUCTURED = typer.Option("auto", "--structured", help="auto|json_schema|json_object|none.")
 RETRY_FAILED = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed.")
 CONCURRENCY = typer.Option(8, "--concurrency", min=1, help="Concurrent calls per endpoint.")
-TEMPERATURE = typer.Option(None, "--temperature")
-MAX_TOKENS = typer.Option(None, "--max-tokens")
+TEMPERATURE = typer.Option(None, "--temperature", callback=non_negative)
+MAX_TOKENS = typer.Option(None, "--max-tokens", min=1)
 REASONING_EFFORT = typer.Option(None, "--reasoning-effort")
 API_KEY_ENV = typer.Option(None, "--api-key-env", help="Name of the env var holding the API key.")
 PROVIDER = typer.Option("openai", "--provider", help="openai (any compatible server), anthropic, google.")
-TIMEOUT = typer.Option(300.0, "--timeout", help="Seconds allowed for one attempt.")
+TIMEOUT = typer.Option(300.0, "--timeout", callback=positive, help="Seconds allowed for one attempt.")
 CALL_ATTEMPTS = typer.Option(6, "--call-attempts", min=1, help="Attempts per call on provider errors.")
-MAX_TOTAL = typer.Option(900.0, "--max-total", help="Seconds allowed for all attempts of one call.")
-BACKOFF = typer.Option(1.0, "--backoff", help="First retry wait in seconds (doubles per attempt).")
+MAX_TOTAL = typer.Option(900.0, "--max-total", callback=positive, help="Seconds allowed for all attempts of one call.")
+BACKOFF = typer.Option(
+    1.0, "--backoff", callback=non_negative, help="First retry wait in seconds (doubles per attempt)."
+)
 MAX_TOKENS_PARAM = typer.Option("max_tokens", "--max-tokens-param", help="max_tokens|max_completion_tokens")
 PROGRESS = typer.Option(True, "--progress/--no-progress")
 
@@ -131,7 +142,12 @@ def generate(
     all_question_types: bool = typer.Option(
         False, "--all-question-types", help="MedXpertQA: keep 'Understanding' items too (default: reasoning only)."
     ),
-    strict: bool = typer.Option(False, "--strict", help="Refuse the source if any row is malformed."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Refuse the source if any row is malformed (the default; kept for old scripts)."
+    ),
+    skip_bad_rows: bool = typer.Option(
+        False, "--skip-bad-rows", help="Use the well-formed rows of a source with malformed ones, naming each."
+    ),
     max_attempts: int = MAX_ATTEMPTS,
     structured: str = STRUCTURED,
     retry_failed: bool = RETRY_FAILED,
@@ -149,6 +165,7 @@ def generate(
     progress: bool = PROGRESS,
 ) -> None:
     """Build a MedMisBench-style benchmark from a multiple-choice QA set with an LLM generator."""
+    check_endpoint(provider, base_url)  # every argument is checked before anything is written
     from bench_core.generation.pipeline import (
         GenerationDirError,
         GenerationRun,
@@ -175,19 +192,24 @@ def generate(
             max_attempts=max_attempts,
         )
         loaded = load_source(
-            source, fmt, subset=subset, cop_base=cop_base, reasoning_only=not all_question_types, strict=strict
+            source,
+            fmt,
+            subset=subset,
+            cop_base=cop_base,
+            reasoning_only=not all_question_types,
+            strict=strict or not skip_bad_rows,
         )
     except DatasetError as exc:
         fail(str(exc))
     except ValueError as exc:
         fail(str(exc))
     for note in loaded.notes:
-        err.print(f"[yellow]note:[/] {note}", highlight=False)
+        err.print(f"note: {note}", highlight=False)
     if loaded.dropped:
         counts = ", ".join(f"{reason} {n}" for reason, n in loaded.counts().items())
         err.print(f"{len(loaded.dropped)} of {loaded.n_rows} source rows not used ({counts})", highlight=False)
-        for dropped in loaded.malformed[:20]:
-            err.print(f"[yellow]not loaded:[/] {dropped.issue}", highlight=False)
+        for dropped in loaded.malformed:  # --skip-bad-rows: every skipped row is named
+            err.print(f"not loaded: {dropped.issue}", highlight=False)
     items = loaded.items[:limit] if limit else loaded.items
     if not items:
         fail(f"no item could be loaded from {source}")
@@ -252,7 +274,7 @@ def generate_report(
     if as_json:
         sys.stdout.write(json.dumps(construction_report(directory), ensure_ascii=False) + "\n")
         return
-    _report(directory, Console())
+    _report(directory, Console(markup=False, highlight=False))
 
 
 def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size: int | None, **options: Any) -> None:
@@ -483,7 +505,7 @@ def compare_runs(
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         return
-    console = Console()
+    console = Console(markup=False, highlight=False)  # file names and labels printed as is
     header = ["variant", "model", "clean acc", "T1 ASR", "T1 TASR", "T2 ASR", "ΔT1 ASR", "ΔT2 ASR"]
     frames = sorted({f for v in result["variants"].values() for m in v["models"].values() for f in m["provenance"]})
     header += [f"T1 ASR {f}" for f in frames]
@@ -522,7 +544,7 @@ def compare_runs(
 
 def register(app: typer.Typer) -> None:
     """Add the benchmark-building commands to the ``bench`` group."""
-    app.command("generate")(generate)
+    app.command("generate")(run_directory("medmisbench-generation")(generate))
     app.command("generate-report")(generate_report)
     app.command("regenerate")(regenerate)
     app.command("reassign-provenance")(reassign_provenance)

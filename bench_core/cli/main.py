@@ -18,7 +18,8 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from bench_core.cli.common import fail
+from bench_core.cli.common import fail, run_directory
+from bench_core.cli.errors import DEBUG_HELP, MedrevGroup, debug_option
 from bench_core.cli.generation import register as register_generation
 from bench_core.cli.healthcontradict import run_healthcontradict
 from bench_core.cli.medmisbench import run_medmisbench
@@ -26,13 +27,24 @@ from bench_core.cli.mitigation import compare
 from bench_core.cli.trojan import ingest_app, run_trojan
 from bench_core.kernel.rundir import RunDesign, find_run_dirs
 
-app = typer.Typer(help="Run benchmarks against model endpoints and report their metrics.", no_args_is_help=True)
+app = typer.Typer(
+    help="Run benchmarks against model endpoints and report their metrics.", no_args_is_help=True, cls=MedrevGroup
+)
 run_app = typer.Typer(help="Evaluate a model on a benchmark.", no_args_is_help=True)
 app.add_typer(run_app, name="run")
+
+
+@app.callback()
+def bench(debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP)) -> None:
+    """Run benchmarks against model endpoints and report their metrics."""
+    debug_option(debug)
+
+
 register_generation(app)  # generate, generate-report, regenerate, reassign-provenance, compare-runs
-run_app.command("medmisbench")(run_medmisbench)
-run_app.command("healthcontradict")(run_healthcontradict)
-run_app.command("trojan")(run_trojan)
+# each run command's --out is guarded: one benchmark, one process, nothing left behind by a refused run
+run_app.command("medmisbench")(run_directory("medmisbench")(run_medmisbench))
+run_app.command("healthcontradict")(run_directory("healthcontradict")(run_healthcontradict))
+run_app.command("trojan")(run_directory("trojan")(run_trojan))
 app.add_typer(ingest_app, name="ingest")
 
 
@@ -98,7 +110,7 @@ def report(
     for run_dir, design in run_dirs:
         by_design.setdefault(design.benchmark, []).append(run_dir)
     joined = {b for b, dirs in by_design.items() if len(dirs) > 1 and b in together}
-    console = Console()
+    console = Console(markup=False, highlight=False)  # file names and labels printed as is
     for run_dir, design in run_dirs:
         if combined and design.benchmark in joined:
             continue

@@ -41,7 +41,7 @@ def compare(
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         return
-    console = Console()
+    console = Console(markup=False, highlight=False)  # file names and labels printed as is
     print_comparison(result, console)
     target = out or with_dir / "compare"
     written = write_comparison(result, target, figures=figures, png=png)

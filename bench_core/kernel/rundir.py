@@ -172,3 +172,71 @@ def find_run_dirs(directory: Path, designs: Sequence[RunDesign]) -> list[tuple[P
         if design is not None:
             found.append((child, design))
     return found
+
+
+LOCK_FILE = ".medrev-run.lock"
+
+
+class RunDirBusy(ValueError):
+    """Another live process runs in this directory: a second run would pay for every call twice."""
+
+
+class RunLock:
+    """The lock of a run directory: a file holding the PID of the process running in it.
+
+    Taken with ``O_EXCL``, so two processes cannot both take it; a lock left by a process that no longer
+    exists (killed, machine restarted) is stale and taken over.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / LOCK_FILE
+        self.held = False
+
+    def acquire(self) -> RunLock:
+        """Take the lock (the directory must exist); ``RunDirBusy`` naming the holder's PID if a live process has it."""
+        for _attempt in range(3):
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                holder = self.holder()
+                if holder is not None and holder != os.getpid() and pid_alive(holder):
+                    raise RunDirBusy(
+                        f"{self.path.parent}: another bench run (PID {holder}) is running in this directory; "
+                        f"wait for it to finish or stop it (if PID {holder} is not a medrev run, delete {self.path})."
+                    ) from None
+                self.path.unlink(missing_ok=True)  # stale: its process is gone
+                continue
+            with os.fdopen(fd, "w") as handle:
+                handle.write(f"{os.getpid()}\n")
+            self.held = True
+            return self
+        raise RunDirBusy(f"{self.path}: could not take the run directory's lock")
+
+    def holder(self) -> int | None:
+        """The PID written in the lock file, or None (no file, or not a PID)."""
+        try:
+            return int(self.path.read_text(encoding="utf-8").split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def release(self) -> None:
+        if self.held:
+            if self.holder() == os.getpid():
+                self.path.unlink(missing_ok=True)
+            self.held = False
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process with this PID exists (signal 0 probes without signalling)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def benchmarks_in(directory: Path) -> set[str]:
+    """The benchmarks whose runs the invocation log of ``directory`` records (empty for a new directory)."""
+    return {str(row["benchmark"]) for row in read_jsonl(Path(directory) / RUNS_FILE) if row.get("benchmark")}

@@ -177,15 +177,16 @@ def load_retracted(
     expected_count: int | None = None,
 ) -> RetractedDataset:
     """Read and validate a benchmark file; DatasetError (listing every problem) when anything is wrong."""
+    from bench_core.kernel.tabular import check_regular_file, read_text_lines
+
     path = Path(path)
-    if not path.is_file():
-        raise DatasetError([RowIssue(str(path), None, None, "no such file")])
+    check_regular_file(path)  # a folder, a FIFO, a missing file: each its own message
     raw = path.read_bytes()
+    text = "".join(read_text_lines(path, max_line=None))  # BOM, NUL, not UTF-8: refused naming the line
     try:
-        value = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
-        raise DatasetError([RowIssue(str(path), line, None, f"not valid JSON ({exc})")]) from exc
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError([RowIssue(str(path), exc.lineno, None, f"not valid JSON ({exc.msg})")]) from exc
     declared: dict[str, Any] = {}
     file_format = "array"
     if isinstance(value, dict) and isinstance(value.get("records"), list):
@@ -322,19 +323,19 @@ def normalized_dataset(
     problem_from_conclusion: bool = False,
 ) -> RetractedDataset:
     """Read a foreign JSON/JSONL/CSV file and normalise it; refused whole (DatasetError) on any problem."""
-    from bench_core.kernel.tabular import iter_rows
+    from bench_core.kernel.tabular import check_regular_file, iter_rows, read_text_lines
 
     path = Path(path)
-    if not path.is_file():
-        raise DatasetError([RowIssue(str(path), None, None, "no such file")])
+    check_regular_file(path)  # a folder, a FIFO, a missing file: each its own message
     raw = path.read_bytes()
     rows: list[Mapping[str, Any]] = []
     issues: list[RowIssue] = []
     if path.suffix.lower() == ".json":
+        text = "".join(read_text_lines(path, max_line=None))  # BOM, NUL, not UTF-8: refused naming the line
         try:
-            value = json.loads(raw.decode("utf-8-sig"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DatasetError([RowIssue(str(path), None, None, f"not valid JSON ({exc})")]) from exc
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetError([RowIssue(str(path), exc.lineno, None, f"not valid JSON ({exc.msg})")]) from exc
         if isinstance(value, dict):
             value = value.get("records") or value.get("results") or value.get("items") or [value]
         rows = [r for r in value if isinstance(r, Mapping)] if isinstance(value, list) else []
