@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from review_app.cli_support import console, engine, friendly_errors, print_json
+from review_app.cli_support import console, engine, err_console, friendly_errors, print_json
 
 app = typer.Typer(help="Set up and run a clinician review study.", no_args_is_help=True)
 user_app = typer.Typer(help="Reviewer accounts (argon2-hashed passwords, roles).", no_args_is_help=True)
@@ -91,7 +91,7 @@ def import_(
     from review_app.services import importing
 
     done = importing.import_into_study(
-        engine(), path, kind=kind, study=study, actor=actor(), skip_bad_rows=skip_bad_rows
+        engine(create=True), path, kind=kind, study=study, actor=actor(), skip_bad_rows=skip_bad_rows
     )
     for summary in done.summaries:
         console.print(str(summary))
@@ -113,7 +113,9 @@ def study_create(
     """Create a review study."""
     from review_app.services import studies
 
-    study = studies.create_study(engine(), name, rubrics=rubrics.split(","), description=description, actor=actor())
+    study = studies.create_study(
+        engine(create=True), name, rubrics=rubrics.split(","), description=description, actor=actor()
+    )
     console.print(f"created study {study.name!r} with rubrics {study.rubrics}")
 
 
@@ -237,6 +239,17 @@ def status(
     db = engine()
     names = [study] if study else [s.name for s in studies.list_studies(db)]
     reports = [progress.study_progress(db, name) for name in names]
+    if not names and not json_:
+        from review_app.config import get_settings
+        from review_app.db.errors import safe_url
+
+        err_console.print(
+            f"The database {safe_url(get_settings().database_url)} holds no study yet: import data and create one "
+            "(`medrev review import ... --study NAME`), or point MEDREV_DATABASE_URL (or medrev.toml) at the "
+            "database you meant.",
+            highlight=False,
+        )
+        return
     if json_:
         print_json([r.to_dict() for r in reports] if study is None else reports[0].to_dict())
         return
@@ -322,7 +335,7 @@ def user_add(
         years_experience=years,
     )
     password = None if no_password else _read_password(password_stdin)
-    user = accounts.create_user(engine(), profile, password=password, actor=actor())
+    user = accounts.create_user(engine(create=True), profile, password=password, actor=actor())
     console.print(f"created {user.role} {user.username!r}")
 
 

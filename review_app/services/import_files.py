@@ -1,12 +1,13 @@
 """What is wrong with an import file before its rows are read: its kind, its bytes, its cells.
 
-The row readers (``bench_core.kernel.tabular``) assume a regular file of UTF-8 text. A lead's
-file is often something else: a named pipe or a folder under a file's name, a Latin-1 export
-from a spreadsheet, UTF-16 text, a binary file renamed ``.csv``, two files joined with a
-byte-order mark between them, a runaway line of megabytes. Each of these is reported here with
-its own message naming the file and line, before a reader meets it as a ``UnicodeDecodeError``
-or PostgreSQL as a NUL byte it cannot store. Cells must be plain values: a list or an object
-where text is expected is refused (it was stored as its Python ``repr``).
+The checks themselves live once, in ``bench_core.kernel.tabular`` (a folder, a pipe or a device
+where a file belongs; a byte-order mark, NUL bytes, bytes that are not UTF-8, a line over
+``MAX_LINE_BYTES``; a list or object where text belongs). The readers raise at the first
+problem; an import wants to name every bad row and to tell file faults (never skipped) from bad
+rows (``--skip-bad-rows`` leaves them out), so this module runs the same checks and returns
+``RowIssue`` lists instead. It adds what only an import needs: a folder's non-file entries are
+named, UTF-16/UTF-32 text gets its own message, a byte-order mark inside a file (two files
+joined) is named with its line, and an empty file is refused (an import of nothing is a mistake).
 
 Byte-level problems refuse the file even with ``--skip-bad-rows``: a file in the wrong encoding
 is wrong as a whole, and skipping the lines that happen to fail would import the rest garbled.
@@ -15,20 +16,17 @@ is wrong as a whole, and skipping the lines that happen to fail would import the
 from __future__ import annotations
 
 import codecs
-import json
 import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bench_core.kernel.errors import RowIssue
-from bench_core.kernel.tabular import TABULAR_SUFFIXES
+from bench_core.kernel.errors import InputError, RowIssue
+from bench_core.kernel.tabular import TABULAR_SUFFIXES, cell, check_regular_file, read_text_lines
 
-NUL = b"\x00"
-BOM = "\ufeff"
-MAX_LINE_BYTES = 1_000_000  # no item, response or roster line comes near this; a longer one is not a row
 TEXT_SUFFIXES = (".jsonl", ".json", ".csv")
-_UNICODE_BOMS = (
+BOM = "\ufeff"
+_WIDE_BOMS = (
     (codecs.BOM_UTF32_LE, "UTF-32"),
     (codecs.BOM_UTF32_BE, "UTF-32"),
     (codecs.BOM_UTF16_LE, "UTF-16"),
@@ -36,46 +34,17 @@ _UNICODE_BOMS = (
 )
 
 
-def _kind_of(mode: int) -> str | None:
-    """What a non-regular file is, in words; None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
-
-
 def file_problem(path: Path) -> RowIssue | None:
-    """Why ``path`` cannot be read as one import file (missing, a folder, a pipe, unreadable), or None."""
+    """Why ``path`` cannot be read as one import file (missing, a folder, a pipe, a device, its type), or None."""
     try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return RowIssue(str(path), None, None, "no such file")
+        check_regular_file(path)
+    except InputError as exc:
+        return exc.as_issue()
     except OSError as exc:
         return RowIssue(str(path), None, None, f"cannot be read ({exc.strerror or exc})")
-    kind = _kind_of(mode)
-    if kind == "a folder":
-        return RowIssue(str(path), None, None, "is a folder where a file was expected")
-    if kind is not None:
-        return RowIssue(str(path), None, None, f"is {kind}, not a file: save the data to a file and import that")
     if path.suffix.lower() not in TABULAR_SUFFIXES:
-        return RowIssue(
-            str(path),
-            None,
-            None,
-            f"unsupported file type {path.suffix or '(none)'!r}; use {', '.join(TABULAR_SUFFIXES)}",
-        )
-    try:
-        with path.open("rb"):
-            pass
-    except OSError as exc:
-        return RowIssue(str(path), None, None, f"cannot be read ({exc.strerror or exc})")
+        shown = path.suffix or "(none)"
+        return RowIssue(str(path), None, None, f"unsupported file type {shown!r}; use {', '.join(TABULAR_SUFFIXES)}")
     return None
 
 
@@ -89,6 +58,8 @@ def source_files(path: Path) -> tuple[list[Path], list[RowIssue]]:
         mode = path.stat().st_mode
     except FileNotFoundError:
         return [], [RowIssue(str(path), None, None, "no such file or folder")]
+    except NotADirectoryError:
+        return [], [RowIssue(str(path), None, None, "a part of the path is a file, not a folder")]
     except OSError as exc:
         return [], [RowIssue(str(path), None, None, f"cannot be read ({exc.strerror or exc})")]
     if not stat.S_ISDIR(mode):
@@ -110,118 +81,63 @@ def source_files(path: Path) -> tuple[list[Path], list[RowIssue]]:
     return files, issues
 
 
-def byte_problems(path: Path, *, limit: int = 200) -> list[RowIssue]:
-    """Encoding problems of a text file, one per line at most: NUL bytes, bytes that are not UTF-8,
-    a UTF-16/UTF-32 byte-order mark, a byte-order mark inside the file, lines over ``MAX_LINE_BYTES``.
-
-    A UTF-8 byte-order mark at the very start (what spreadsheet programs write) is accepted. An
-    empty file (no bytes, or only blank lines) is a problem too: an import of nothing is a mistake.
-    Parquet files are binary and are checked by their reader.
+def byte_problems(path: Path) -> list[RowIssue]:
+    """What keeps a text file from being read as UTF-8 rows (the readers' own check, plus UTF-16/UTF-32 text,
+    a byte-order mark inside the file and an empty file); Parquet files are binary and checked by their reader.
     """
     if path.suffix.lower() not in TEXT_SUFFIXES:
         return []
     name = str(path)
-    issues: list[RowIssue] = []
-    content = False
-    with path.open("rb") as handle:
-        head = handle.read(4)
-        for bom, encoding in _UNICODE_BOMS:
-            if head.startswith(bom):
-                return [
-                    RowIssue(
-                        name,
-                        1,
-                        None,
-                        f"the file is {encoding} text (it starts with a {encoding} byte-order mark): "
-                        "save it as UTF-8 and import it again",
-                    )
-                ]
-        handle.seek(0)
-        number = 0
-        while len(issues) < limit:
-            line = handle.readline(MAX_LINE_BYTES + 1)
-            if not line:
-                break
-            number += 1
-            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-                size = len(line) + _skip_rest_of_line(handle)
-                issues.append(
-                    RowIssue(
-                        name,
-                        number,
-                        None,
-                        f"line is {size / 1_000_000:.1f} MB long; a row may be at most "
-                        f"{MAX_LINE_BYTES // 1_000_000} MB (is this the right file?)",
-                    )
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4)
+    except OSError as exc:
+        return [RowIssue(name, None, None, f"cannot be read ({exc.strerror or exc})")]
+    for bom, encoding in _WIDE_BOMS:
+        if head.startswith(bom):
+            return [
+                RowIssue(
+                    name,
+                    1,
+                    None,
+                    f"the file is {encoding} text (it starts with a {encoding} byte-order mark): save it as UTF-8 "
+                    "and import it again",
                 )
-                content = True
-                continue
-            if NUL in line:
-                issues.append(
-                    RowIssue(
-                        name,
-                        number,
-                        None,
-                        f"holds a NUL byte (column {line.index(NUL) + 1}): this is a binary file or UTF-16 text, "
-                        "not UTF-8 text",
-                    )
-                )
-                content = True
-                continue
-            try:
-                text = line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                issues.append(
-                    RowIssue(
-                        name,
-                        number,
-                        None,
-                        f"byte 0x{line[exc.start]:02x} at column {exc.start + 1} is not UTF-8 (a Latin-1 or "
-                        "Windows-1252 file?): save the file as UTF-8",
-                    )
-                )
-                content = True
-                continue
-            body = text[1:] if number == 1 and text.startswith("\ufeff") else text
-            if "\ufeff" in body:
-                issues.append(
-                    RowIssue(
-                        name,
-                        number,
-                        None,
-                        f"a byte-order mark (U+FEFF) at column {body.index(BOM) + 1} inside the file (were "
-                        "two files joined?): remove it",
-                    )
-                )
-            content = content or bool(body.strip())
-    if not content and not issues:
+            ]
+    try:
+        lines = read_text_lines(path)
+    except InputError as exc:
+        return [exc.as_issue()]
+    issues = [
+        RowIssue(
+            name,
+            number,
+            None,
+            f"a byte-order mark (U+FEFF) at column {text.index(BOM) + 1} inside the "
+            "file (were two files joined?): remove it",
+        )
+        for number, text in enumerate(lines, start=1)
+        if BOM in text
+    ]
+    if not issues and not any(text.strip() for text in lines):
         issues.append(RowIssue(name, None, None, "the file is empty (no rows to import)"))
     return issues
 
 
-def _skip_rest_of_line(handle) -> int:
-    skipped = 0
-    while True:
-        chunk = handle.readline(1 << 20)
-        skipped += len(chunk)
-        if not chunk or chunk.endswith(b"\n"):
-            return skipped
-
-
-def nested_cells(row: dict[str, Any], columns: Iterable[str] | None = None) -> list[tuple[str, str]]:
-    """(column, problem) for every cell of ``row`` (or only ``columns``) holding a list or an object.
+def nested_cells(row: dict[str, Any], columns: Iterable[str] | None = None) -> list[RowIssue]:
+    """A problem for every cell of ``row`` (or only ``columns``) holding a list or an object.
 
     Import files hold one plain value per cell; a structured value would otherwise be stored as
     its Python ``repr`` (``"['Discharge', 'home']"``) and shown to reviewers as if it were text.
+    The check is the readers' own (``tabular.cell``), run on every cell so that all are named.
     """
     wanted = None if columns is None else {c.lower() for c in columns}
     found = []
-    for key, value in row.items():
+    for key in row:
         if wanted is not None and str(key).strip().lower() not in wanted:
             continue
-        if isinstance(value, (list, dict, tuple)):
-            what = "an object" if isinstance(value, dict) else "a list"
-            shown = json.dumps(value, ensure_ascii=False, default=str)
-            shown = shown if len(shown) <= 60 else shown[:57] + "..."
-            found.append((str(key), f"holds {what} ({shown}) where a single value was expected"))
+        try:
+            cell(row, key)
+        except InputError as exc:
+            found.append(exc.as_issue())
     return found

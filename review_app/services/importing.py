@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, tuple_
 from sqlmodel import Session, select
 
-from bench_core.kernel.errors import DatasetError, RowIssue
+from bench_core.kernel.errors import DatasetError, InputError, RowIssue
 from bench_core.kernel.tabular import cell, iter_rows, tabular_files
 from bench_core.medmisbench import DEFAULT_SEED, MCQItem, draw_type1_target, load_medmisbench
 from review_app.db.engine import write_session
@@ -146,11 +146,13 @@ def read_rows(path: Path, *, columns: Iterable[str] | None = None) -> _Rows:
                     continue
                 nested = nested_cells(row, columns)
                 if nested:
-                    issues += [RowIssue(str(file), line, column, problem) for column, problem in nested]
+                    issues += nested
                     continue
                 rows.append((str(file), line, row))
         except DatasetError as exc:
             fatal += exc.issues
+        except InputError as exc:
+            fatal.append(exc.as_issue())
         except (OSError, UnicodeError) as exc:  # a file changed or vanished while being read
             fatal.append(RowIssue(str(file), None, None, f"cannot be read ({exc})"))
     if not fatal and not rows and not issues:
@@ -595,10 +597,9 @@ def _response_row(raw: dict[str, Any], items: dict[str, list[Item]], *, file: st
 def run_file_issues(run_dir: Path, names: Iterable[str], *, records: str | None = None) -> _Rows:
     """What is wrong with a run directory's JSON Lines files, line by line, before its reader skips it.
 
-    Run readers skip a line they cannot parse (a resumed run repairs a line cut short by a kill),
-    so an import would silently lose that response. Here every damaged line is named: a damaged
-    line of ``records`` (the results file) is a bad row (``--skip-bad-rows`` leaves it out), any
-    other file's damage or a file that is not a regular UTF-8 text file refuses the import.
+    A results file's last line cut short by a kill is a bad row (``--skip-bad-rows`` imports the
+    rest; a resumed ``bench run`` repairs it); a damaged line anywhere else, or a file that is not
+    a regular UTF-8 text file, refuses the import (its response would silently be missing).
     """
     from review_app.services.import_files import file_problem
 
@@ -626,13 +627,15 @@ def run_file_issues(run_dir: Path, names: Iterable[str], *, records: str | None 
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as exc:
-                why = (
-                    "the last line is cut short (the run was stopped while writing it): run the same "
-                    "`medrev bench run` again on this directory to finish it"
-                    if number == last
-                    else f"the line is damaged (malformed JSON: {exc.msg} at column {exc.colno})"
-                )
-                (issues if name == records else fatal).append(RowIssue(str(file), number, None, why))
+                if number == last and name == records:  # a kill mid-write: the next `bench run` repairs it
+                    why = (
+                        "the last line is cut short (the run was stopped while writing it): run the same "
+                        "`medrev bench run` again on this directory to finish it"
+                    )
+                    issues.append(RowIssue(str(file), number, None, why))
+                else:  # nothing medrev writes leaves this: the file was edited or damaged
+                    why = f"the line is damaged (malformed JSON: {exc.msg} at column {exc.colno})"
+                    fatal.append(RowIssue(str(file), number, None, why))
                 continue
             if name == records and (not isinstance(value, dict) or "key" not in value or "status" not in value):
                 issues.append(RowIssue(str(file), number, None, "not a result record (no key and status)"))
@@ -662,8 +665,7 @@ def import_run(
 def _plan_run(run_dir: Path, actor: Actor, via: str, skip_bad_rows: bool) -> _Body:
     from bench_core.kernel.rundir import RUNS_FILE
     from bench_core.kernel.store import RESULTS_FILE
-    from bench_core.medmisbench import RunDirError, read_run_data
-    from bench_core.medmisbench.run import ITEMS_FILE
+    from bench_core.medmisbench import ITEMS_FILE, RunDirError, read_run_data
 
     checked = run_file_issues(run_dir, (ITEMS_FILE, RESULTS_FILE, RUNS_FILE), records=RESULTS_FILE)
     _refuse_faults(checked)
@@ -769,8 +771,7 @@ def import_judge_run(
 def _plan_judge(path: Path, actor: Actor, via: str) -> _Body:
     from bench_core.kernel.rundir import RUNS_FILE
     from bench_core.kernel.store import RESULTS_FILE
-    from bench_core.trojan import RunDirError, read_traces
-    from bench_core.trojan.run import RECORDS_FILE, TRACES_FILE
+    from bench_core.trojan import RECORDS_FILE, TRACES_FILE, RunDirError, read_traces
 
     checked = run_file_issues(path, (RECORDS_FILE, TRACES_FILE, RESULTS_FILE, RUNS_FILE))
     _refuse_faults(checked)
