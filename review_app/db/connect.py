@@ -132,6 +132,7 @@ def _migrate(engine: Engine) -> None:
 
 def _check_exists(url: str) -> None:
     """Refuse a SQLite URL whose file does not exist (a mistyped path), naming where medrev looked."""
+    _check_sqlite_url(url)
     try:
         path = sqlite_path(url)
     except Exception:
@@ -148,9 +149,8 @@ def _check_exists(url: str) -> None:
     )
 
 
-def _check_location(url: str) -> None:
-    """Refuse a SQLite URL without a file (in memory), with options SQLite would ignore, or whose folder is
-    missing (except the default home, created here) or is a folder."""
+def _check_sqlite_url(url: str) -> None:
+    """Refuse a SQLite URL without a file (in memory) or with options SQLite would silently ignore."""
     try:
         parsed = make_url(url)
         path = sqlite_path(url)
@@ -166,11 +166,24 @@ def _check_location(url: str) -> None:
         )
     ignored = sorted(set(parsed.query) - {"uri"})
     if ignored and parsed.query.get("uri") not in ("true", "1"):
+        options = "&".join(f"{key}={parsed.query[key]}" for key in ignored)
         raise DatabaseUnavailable(
             f"SQLite ignores the option(s) {', '.join(ignored)} in {safe_url(url)} unless the URL is in URI form: "
-            f"use sqlite:///file:{path}?{'&'.join(f'{k}={parsed.query[k]}' for k in ignored)}&uri=true.",
+            f"use sqlite:///file:{path}?{options}&uri=true.",
             url,
         )
+
+
+def _check_location(url: str) -> None:
+    """Refuse a SQLite URL ``_check_sqlite_url`` refuses, or whose folder is missing (except the default home,
+    created here) or is a folder."""
+    _check_sqlite_url(url)
+    try:
+        path = sqlite_path(url)
+    except Exception:
+        return  # make_engine reports an unreadable URL
+    if path is None:
+        return
     if not path.parent.exists() and url == default_sqlite_url():
         path.parent.mkdir(parents=True, exist_ok=True)
     fault = location_fault(path, safe_url(url))

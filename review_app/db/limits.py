@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, String
+from sqlalchemy import BigInteger, Integer, String, TypeDecorator
+from sqlalchemy.types import TypeEngine
 
 PG_INT = (-(2**31), 2**31 - 1)
 PG_BIGINT = (-(2**63), 2**63 - 1)
@@ -25,6 +26,11 @@ def _has_nul(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_has_nul(v) for v in value)
     return False
+
+
+def _base(kind: TypeEngine) -> TypeEngine:
+    """The database type under a decorator (SQLModel's ``AutoString`` is a ``TypeDecorator`` over ``String``)."""
+    return kind.impl_instance if isinstance(kind, TypeDecorator) else kind
 
 
 def row_problems(model: Any, row: dict[str, Any]) -> list[tuple[str, str]]:
@@ -43,14 +49,15 @@ def row_problems(model: Any, row: dict[str, Any]) -> list[tuple[str, str]]:
         if _has_nul(value):
             problems.append((column.name, "holds a NUL character (\\u0000), which the database cannot store"))
             continue
-        if isinstance(value, str) and isinstance(column.type, String):
-            length = column.type.length
+        kind = _base(column.type)
+        if isinstance(value, str) and isinstance(kind, String):
+            length = getattr(column.type, "length", None) or kind.length
             if length is not None and len(value) > length:
                 problems.append(
                     (column.name, f"is {len(value)} characters long; at most {length} fit (found {_clip(value)})")
                 )
-        elif isinstance(value, int) and not isinstance(value, bool) and isinstance(column.type, Integer):
-            low, high = PG_BIGINT if isinstance(column.type, BigInteger) else PG_INT
+        elif isinstance(value, int) and not isinstance(value, bool) and isinstance(kind, Integer):
+            low, high = PG_BIGINT if isinstance(kind, BigInteger) else PG_INT
             if not low <= value <= high:
                 problems.append((column.name, f"{value} is outside the range the database can store"))
     return problems
