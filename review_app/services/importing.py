@@ -13,8 +13,12 @@ and update reviewers of the lead's studies only, and grants no role above the im
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
@@ -35,7 +39,7 @@ from review_app.services import audit
 from review_app.services.accounts import UserProfile, change_account, create_account
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user
 from review_app.services.errors import Conflict, InvalidInput, ServiceError
-from review_app.services.import_files import byte_problems, nested_cells, source_files
+from review_app.services.import_files import byte_problems, file_problem, nested_cells, source_files
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class ImportRefused(InvalidInput):
 
     def __init__(self, issues: list[RowIssue], *, limit: int = 20, hint: str = "") -> None:
         self.issues = issues
+        self.hint = hint
         shown = "\n".join(f"  - {issue}" for issue in issues[:limit])
         more = f"\n  ... and {len(issues) - limit} more" if len(issues) > limit else ""
         tail = f"\n{hint}" if hint else ""
@@ -601,8 +606,6 @@ def run_file_issues(run_dir: Path, names: Iterable[str], *, records: str | None 
     rest; a resumed ``bench run`` repairs it); a damaged line anywhere else, or a file that is not
     a regular UTF-8 text file, refuses the import (its response would silently be missing).
     """
-    from review_app.services.import_files import file_problem
-
     fatal: list[RowIssue] = []
     issues: list[RowIssue] = []
     for name in names:
@@ -1164,3 +1167,79 @@ def import_into_study(
 
     summaries = _in_transaction(engine, dry_run, body)
     return StudyImport(summaries, study, outcome.get("created", ""), outcome.get("enrolled", ()))
+
+
+# ---------------------------------------------------------------- files uploaded through the app
+
+UPLOAD_KINDS = ("items", "responses", "roster")  # a run directory cannot be uploaded as one file
+
+
+@contextmanager
+def _uploaded(filename: str, data: bytes) -> Iterator[Path]:
+    """The upload as a file in a private temporary folder (the readers take paths), removed afterwards
+    whatever happens: uploads hold study data and must not pile up in the temp folder."""
+    name = Path(filename.replace("\\", "/")).name.strip() or "upload"
+    folder = Path(tempfile.mkdtemp(prefix="medrev-upload-"))
+    try:
+        path = folder / name
+        path.write_bytes(data)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _as_uploaded(text: str, path: Path) -> str:
+    """A message or file name with the temporary folder taken out, so it names the file as the user uploaded it."""
+    return text.replace(f"{path.parent}{os.sep}", "")
+
+
+def _renamed(issue: RowIssue, path: Path) -> RowIssue:
+    return RowIssue(_as_uploaded(issue.file, path), issue.line, issue.field, _as_uploaded(issue.message, path))
+
+
+def preview_upload(filename: str, data: bytes, *, limit: int = 20) -> list[dict[str, Any]]:
+    """The first ``limit`` readable rows of an uploaded file (those before any problem; the import check names it)."""
+    rows: list[dict[str, Any]] = []
+    with _uploaded(filename, data) as path:
+        if file_problem(path) is not None or byte_problems(path):
+            return rows
+        try:
+            for _line, row in iter_rows(path):
+                if isinstance(row, dict):
+                    rows.append(dict(row))
+                if len(rows) >= limit:
+                    break
+        except (DatasetError, InputError, OSError, UnicodeError):
+            pass
+    return rows
+
+
+def import_upload(
+    engine: Engine,
+    filename: str,
+    data: bytes,
+    *,
+    kind: str | None = None,
+    actor: Actor,
+    via: str = "app",
+    dry_run: bool = False,
+    skip_bad_rows: bool = False,
+) -> list[ImportSummary]:
+    """``import_path`` for a file uploaded through the app: the same checks and messages as
+    ``medrev review import``, naming the file as uploaded; the temporary copy is always removed.
+    """
+    if kind is not None and kind not in UPLOAD_KINDS:
+        raise InvalidInput(f"a {kind} import needs a run directory; use `medrev review import DIRECTORY` for it")
+    with _uploaded(filename, data) as path:
+        try:
+            summaries = import_path(
+                engine, path, kind=kind, actor=actor, via=via, dry_run=dry_run, skip_bad_rows=skip_bad_rows
+            )
+        except ImportRefused as exc:
+            raise ImportRefused([_renamed(i, path) for i in exc.issues], hint=exc.hint) from None
+        except (InvalidInput, DatasetError, InputError) as exc:
+            raise InvalidInput(_as_uploaded(str(exc), path)) from None
+        return [
+            dataclasses.replace(s, path=path.name, skipped=tuple(_renamed(i, path) for i in s.skipped))
+            for s in summaries
+        ]
