@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from sqlalchemy.exc import SQLAlchemyError
 
 from bench_core.kernel.errors import DatasetError
 from review_app.errors import ServiceError
@@ -46,7 +47,11 @@ def engine(*, create: bool = False):
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print ``error: message`` on stderr (the message as plain text) and exit with ``code`` (2: bad input,
-    1: a fault of the machine or the database)."""
+    1: a fault of the machine or the database). With ``--debug`` (MEDREV_DEBUG=1) the traceback of the exception
+    being handled, if any, comes first."""
+    caught = sys.exc_info()[1]
+    if caught is not None and os.environ.get("MEDREV_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
+        traceback.print_exception(type(caught), caught, caught.__traceback__, file=sys.stderr)
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(code=code)
 
@@ -61,6 +66,8 @@ def friendly_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        from sqlalchemy.exc import SQLAlchemyError  # here, not at the top: --help never loads SQLAlchemy
+
         from review_app.db.errors import DatabaseUnavailable
 
         try:
@@ -78,7 +85,7 @@ def friendly_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _database_fault(exc: SQLAlchemyError) -> ServiceError | None:
+def _database_fault(exc: Exception) -> ServiceError | None:
     from review_app.config import get_settings
     from review_app.db.errors import classify
 

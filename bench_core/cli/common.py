@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import shutil
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -15,10 +14,13 @@ from rich.table import Table
 
 from bench_core.cli.errors import fail as cli_fail
 from bench_core.kernel.report_files import pct
-from bench_core.kernel.runner import RetryPolicy, Runner
-from bench_core.kernel.store import ResultStore
 
-err = Console(stderr=True, markup=False, highlight=False)  # user text (labels, file names) printed as is
+if TYPE_CHECKING:  # the runner and the store are loaded by the commands that run, not by --help
+    from bench_core.kernel.runner import RetryPolicy, Runner
+    from bench_core.kernel.store import ResultStore
+
+# user text (labels, file names) printed as is, long paths on one line
+err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 # The file that makes a directory one design's run directory (beside runs.jsonl), for refusing another's.
@@ -45,7 +47,7 @@ def run_directory(benchmark: str, option: str = "out") -> Callable[[F], F]:
     arguments, an endpoint that cannot be set up), a directory it created is removed again: a refused run
     leaves nothing behind. The lock is released when the command ends, however it ends.
     """
-    from bench_core.kernel.rundir import RunLock, benchmarks_in
+    from bench_core.kernel.rundir import RUNS_FILE, RunLock, benchmarks_in, read_jsonl
 
     def decorate(func: F) -> F:
         @functools.wraps(func)
@@ -64,6 +66,13 @@ def run_directory(benchmark: str, option: str = "out") -> Callable[[F], F]:
                         f"{out} is a {', '.join(others)} run directory; a {benchmark} run needs its own "
                         "--out directory (results of two benchmarks in one directory would hide each other)."
                     )
+                from bench_core.kernel.store import ResultStore
+
+                try:  # damaged results or side files are refused before anything is added to them
+                    ResultStore(out)
+                    read_jsonl(out / RUNS_FILE)
+                except ValueError as exc:
+                    fail(str(exc))
             try:
                 out.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -145,6 +154,36 @@ def check_tools(tools: str | None) -> None:
     fail(f"--tools: expected local:DIR or web, found {tools!r}")
 
 
+def write_folder(target: Path, write: Callable[[Path], list[Path]]) -> list[Path]:
+    """Write a folder of files so that no reader ever sees half of it; the paths written, under ``target``.
+
+    ``write(folder)`` fills a temporary sibling of ``target``. A new ``target`` is that sibling renamed;
+    into an existing one (a user's ``--out`` may hold other files) each file is moved by an atomic rename.
+    If ``write`` fails, the sibling is removed and ``target`` is as it was.
+    """
+    import os
+    import tempfile
+
+    if target.exists() and not target.is_dir():
+        fail(f"{target}: is a file, expected a folder to write the report into")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.writing-", dir=target.parent))
+    try:
+        written = write(scratch)
+        if not target.exists():
+            os.replace(scratch, target)
+        else:
+            for path in sorted(scratch.rglob("*"), key=lambda p: len(p.parts)):
+                destination = target / path.relative_to(scratch)
+                if path.is_dir():
+                    destination.mkdir(exist_ok=True)
+                else:
+                    os.replace(path, destination)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return [target / path.relative_to(scratch) for path in written]
+
+
 def started() -> None:
     """Mark the running command's calls as started: from now on a refusal keeps its run directory."""
     _Started.value = True
@@ -158,6 +197,8 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def make_runner(store: ResultStore, *, concurrency: int, timeout: float, progress: bool, retry: RetryPolicy) -> Runner:
     """The runner of a bench command, its progress bar on stderr (the run has started: its directory stays)."""
+    from bench_core.kernel.runner import Runner
+
     started()
     repaired = store.repair()
     if repaired:
@@ -178,6 +219,7 @@ def finish_run(store: ResultStore, summary: str, *, failed: int) -> None:
 
 def run_to_end(main: Callable[[], Awaitable[T]], store: ResultStore, models: Sequence[Any]) -> T:
     """Run ``main`` on a new event loop; on Ctrl-C close the store, say how to resume and exit 130."""
+    import asyncio
 
     async def wrapped() -> T:
         try:
@@ -203,6 +245,51 @@ def pct_ci(block: dict[str, Any], rate: str) -> str:
     if value is None:
         return "–"
     return f"{pct(value)} ({pct(ci[0])}–{pct(ci[1])})" if ci else pct(value)
+
+
+class ReportConsole(Console):
+    """The console of report tables: a table wider than the terminal is printed stacked, never cut.
+
+    Rich squeezes a too-wide table by cutting cells with an ellipsis (``71.4 (35.9–…``) and dropping
+    narrow columns such as ``n``. Here a table that does not fit is printed row by row instead: the
+    first cell as a heading, then one ``column: value`` line per cell, so every number and CI stays whole.
+    User text (labels, file names) is printed as is (no markup).
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{"markup": False, "highlight": False, **kwargs})
+
+    def rule(self, title: Any = "", **kwargs: Any) -> None:  # type: ignore[override]
+        if len(str(title)) + 6 > self.width:  # a long path in a rule would be cut: print it whole instead
+            super().print(str(title), soft_wrap=True)
+            return
+        super().rule(title, **kwargs)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        if len(objects) == 1 and isinstance(objects[0], Table) and not fits(self, objects[0]):
+            for line in stacked(objects[0]):
+                super().print(line, soft_wrap=True)
+            return
+        super().print(*objects, **kwargs)
+
+
+def fits(console: Console, table: Table) -> bool:
+    """True when ``table`` at its natural width fits the console (nothing would be cut or squeezed)."""
+    from rich.measure import Measurement
+
+    wide = console.options.update(width=100_000, max_width=100_000)
+    return Measurement.get(console, wide, table).maximum <= console.width
+
+
+def stacked(table: Table) -> list[str]:
+    """A table as plain lines: its title, then per row the first cell and one ``column: value`` line per cell."""
+    headers = [str(column.header) for column in table.columns]
+    cells = [[str(cell) for cell in column._cells] for column in table.columns]
+    lines = [str(table.title)] if table.title else []
+    for index in range(table.row_count):
+        lines.append(f"  {headers[0]}: {cells[0][index]}")
+        lines += [f"    {headers[c]}: {cells[c][index]}" for c in range(1, len(headers)) if cells[c][index] != ""]
+    return lines
 
 
 def table(

@@ -89,7 +89,13 @@ def handle(exc: BaseException) -> int:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """Print ``error: message`` on stderr (plain text) and exit with ``code`` (2: bad input, 1: machine fault)."""
+    """Print ``error: message`` on stderr (plain text) and exit with ``code`` (2: bad input, 1: machine fault).
+
+    Called while handling an exception with ``--debug``, its traceback is printed first.
+    """
+    caught = sys.exc_info()[1]
+    if caught is not None and debug_enabled():
+        traceback.print_exception(type(caught), caught, caught.__traceback__, file=sys.stderr)
     say(message)
     raise typer.Exit(code)
 
@@ -100,11 +106,26 @@ def debug_option(value: bool) -> None:
         os.environ[DEBUG_ENV] = "1"
 
 
+def plain_help(command: Any) -> None:
+    """Render the help of ``command`` and every command below it as plain, wrapped text (no Rich boxes)."""
+    command.rich_markup_mode = None
+    for sub in getattr(command, "commands", {}).values():
+        plain_help(sub)
+
+
 DEBUG_HELP = f"Show the traceback of an error (also {DEBUG_ENV}=1)."
 
 
 class MedrevGroup(TyperGroup):
-    """A typer group whose sub-commands' exceptions end in one message and an exit code (see the module)."""
+    """A typer group whose sub-commands' exceptions end in one message and an exit code (see the module).
+
+    Help and usage errors are plain text for the whole tree below it: Rich's boxed help cuts long words
+    (``--format medqa|medmcqa|med…``, URLs) at 80 columns, plain help wraps and never cuts.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        plain_help(self)
 
     def invoke(self, ctx: Any) -> Any:
         try:

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench_core.cli.common import (
+    ReportConsole,
     check_endpoint,
     err,
     fail,
@@ -27,7 +28,6 @@ from bench_core.cli.common import (
     run_to_end,
 )
 from bench_core.kernel.report_files import pct
-from bench_core.kernel.runner import RetryPolicy
 from bench_core.medmisbench.targets import DEFAULT_SEED
 
 
@@ -50,6 +50,8 @@ class _Endpoint:
         )
 
     def runner(self, store):
+        from bench_core.kernel.runner import RetryPolicy
+
         retry = RetryPolicy(max_attempts=self.call_attempts, max_total=self.max_total, base_delay=self.backoff)
         return make_runner(
             store, concurrency=self.concurrency, timeout=self.timeout, progress=self.progress, retry=retry
@@ -274,7 +276,7 @@ def generate_report(
     if as_json:
         sys.stdout.write(json.dumps(construction_report(directory), ensure_ascii=False) + "\n")
         return
-    _report(directory, Console(markup=False, highlight=False))
+    _report(directory, ReportConsole())
 
 
 def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size: int | None, **options: Any) -> None:
@@ -505,7 +507,7 @@ def compare_runs(
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         return
-    console = Console(markup=False, highlight=False)  # file names and labels printed as is
+    console = ReportConsole()  # tables that do not fit are stacked, user text printed as is
     header = ["variant", "model", "clean acc", "T1 ASR", "T1 TASR", "T2 ASR", "ΔT1 ASR", "ΔT2 ASR"]
     frames = sorted({f for v in result["variants"].values() for m in v["models"].values() for f in m["provenance"]})
     header += [f"T1 ASR {f}" for f in frames]

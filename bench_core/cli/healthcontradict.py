@@ -22,7 +22,6 @@ from bench_core.cli.common import (
 )
 from bench_core.kernel.errors import DatasetError
 from bench_core.kernel.report_files import p_value, pct
-from bench_core.kernel.runner import RetryPolicy
 
 
 def run_healthcontradict(
@@ -199,6 +198,8 @@ def run_healthcontradict(
     jobs = build_jobs(instances, chosen, chat_model, template_set, settings, counter=counter, label=label)
     if timeout is None:
         timeout = 3600.0 if hf is not None else 300.0
+    from bench_core.kernel.runner import RetryPolicy
+
     retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
     runner = make_runner(store, concurrency=per_endpoint, timeout=timeout, progress=progress, retry=retry)
     summary = run_to_end(

@@ -12,13 +12,14 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 
-from bench_core.cli.common import fail, run_directory
+from bench_core.cli.common import ReportConsole, fail, run_directory, write_folder
 from bench_core.cli.errors import DEBUG_HELP, MedrevGroup, debug_option
 from bench_core.cli.generation import register as register_generation
 from bench_core.cli.healthcontradict import run_healthcontradict
@@ -84,8 +85,10 @@ def report(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (one object per run directory)."),
     out: Path | None = typer.Option(None, "--out", help="Where to write tables and figures (default DIR/report)."),
-    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write Plotly figures (HTML and PNG)."),
-    png: bool = typer.Option(True, "--png/--no-png", help="Also render figures to PNG (needs Chromium)."),
+    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write Plotly figures (HTML; PNG with --png)."),
+    png: bool = typer.Option(
+        False, "--png/--no-png", help="Also render figures to PNG (needs Chromium; seconds per figure)."
+    ),
     combined: bool = typer.Option(
         False,
         "--combined",
@@ -94,10 +97,14 @@ def report(
 ) -> None:
     """Metrics of run directories (any benchmark): terminal tables, or JSON with --json; files under DIR/report."""
     known = designs()
+    if out is not None and out.exists() and not out.is_dir():
+        fail(f"{out}: --out is a file, expected a folder for the report's tables and figures")
     run_dirs: list[tuple[Path, RunDesign]] = []
     for directory in directories:
         if not directory.exists():
             fail(f"{directory}: no such directory")
+        if not directory.is_dir():
+            fail(f"{directory}: is a file, expected a run directory (or a folder of run directories)")
         found = find_run_dirs(directory, [design for design, _printer in known.values()])
         if not found:
             fail(
@@ -110,7 +117,7 @@ def report(
     for run_dir, design in run_dirs:
         by_design.setdefault(design.benchmark, []).append(run_dir)
     joined = {b for b, dirs in by_design.items() if len(dirs) > 1 and b in together}
-    console = Console(markup=False, highlight=False)  # file names and labels printed as is
+    console = ReportConsole()  # tables that do not fit are stacked, user text printed as is
     for run_dir, design in run_dirs:
         if combined and design.benchmark in joined:
             continue
@@ -126,7 +133,7 @@ def report(
         target = out if out is not None and len(run_dirs) == 1 else (out or run_dir / "report")
         if out is not None and len(run_dirs) > 1:
             target = out / run_dir.name
-        written = design.write_report(result, target, figures=figures, png=png)
+        written = write_folder(target, partial(design.write_report, result, figures=figures, png=png))
         console.print(f"wrote {len(written)} files to {target}")
     for benchmark in sorted(joined):
         dirs = by_design[benchmark]
@@ -142,7 +149,7 @@ def report(
         printer(result, console)
         parent = Path(os.path.commonpath([str(d.resolve()) for d in dirs]))
         target = (out if out is not None else parent / "report") / f"combined-{benchmark}"
-        written = known[benchmark][0].write_report(result, target, figures=figures, png=png)
+        written = write_folder(target, partial(known[benchmark][0].write_report, result, figures=figures, png=png))
         console.print(f"wrote {len(written)} files to {target}")
 
 

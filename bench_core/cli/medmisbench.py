@@ -25,7 +25,6 @@ from bench_core.cli.common import (
 )
 from bench_core.kernel.errors import DatasetError
 from bench_core.kernel.report_files import pct
-from bench_core.medmisbench.conditions import parse_conditions
 from bench_core.medmisbench.targets import DEFAULT_SEED
 
 HARNESS_PANEL = "Tool harness (search mitigation)"
@@ -140,6 +139,7 @@ def run_medmisbench(
     from bench_core.kernel.providers import make_chat_model
     from bench_core.kernel.runner import RetryPolicy
     from bench_core.kernel.store import ResultStore
+    from bench_core.medmisbench.conditions import parse_conditions
     from bench_core.medmisbench.data import load_medmisbench
     from bench_core.medmisbench.items import reading_for
     from bench_core.medmisbench.prompts import (

@@ -22,7 +22,7 @@ from bench_core.cli.common import (
     table,
 )
 from bench_core.kernel.errors import DatasetError
-from bench_core.kernel.runner import RetryPolicy
+from bench_core.kernel.rundir import write_atomic
 
 ingest_app = typer.Typer(help="Validate benchmark source files and record their provenance.", no_args_is_help=True)
 
@@ -78,8 +78,10 @@ def ingest_trojan(
             )
     except DatasetError as exc:
         fail(str(exc))
+    if out.is_dir():
+        fail(f"{out}: --out is a folder, expected the path of the records file to write")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dataset.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_atomic(out, [json.dumps(dataset.to_json(), indent=2, ensure_ascii=False) + "\n"])  # never half-written
     p = dataset.provenance
     err.print(
         f"{p.item_count} records, sha256 {p.sha256}, retrieved {p.retrieved_at} ({p.retrieved_at_source}); wrote {out}",
@@ -190,6 +192,8 @@ def run_trojan(
             "n_records": len(dataset.records),
         },
     )
+    from bench_core.kernel.runner import RetryPolicy
+
     retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
     runner = make_runner(store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry)
     summary = run_to_end(

@@ -33,7 +33,7 @@ EXIT_MACHINE = 1
 EXIT_UNEXPECTED = 1
 
 # errno values that mean "the path the user named is wrong", not "the machine refused"
-_INPUT_ERRNOS = {errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP}
+_INPUT_ERRNOS = {errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP, errno.EEXIST}
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,7 @@ def describe(exc: BaseException) -> str:
                 errno.ENOENT: "no such file or folder",
                 errno.EISDIR: "is a folder, expected a file",
                 errno.ENOTDIR: "a part of the path is a file, expected a folder",
+                errno.EEXIST: "a file is in the way (expected a folder, or nothing)",
             }.get(exc.errno or 0, exc.strerror or str(exc))
             return f"{where}: {reason}" if where else reason
         return str(machine_fault(exc))

@@ -69,20 +69,37 @@ def append_manifest(run_dir: Path, benchmark: str, manifest: dict[str, Any], *, 
         handle.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSON Lines side file; a missing file is empty and a line cut short by a kill is skipped.
+class DamagedFile(ValueError):
+    """A side file of a run directory with a damaged line before its last: refused, naming file and line."""
 
-    Side files are appended one flushed line at a time, so only the last line can be incomplete.
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSON Lines side file; a missing file is empty and a last line cut short by a kill is skipped.
+
+    Side files are appended one flushed line at a time, so only the last line can be incomplete; a damaged
+    line before it was not written by medrev and is refused (``DamagedFile`` naming the file and line), never
+    silently dropped.
     """
     if not path.exists():
         return []
+    lines = path.read_bytes().split(b"\n")
+    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    for index, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            value = None
+        if not isinstance(value, dict):
+            if index == last:
+                continue  # cut short by a kill
+            raise DamagedFile(
+                f"{path}:{index + 1}: damaged line (not a JSON object); medrev never writes one before the last "
+                "line. Repair or delete that line to use this directory."
+            )
+        rows.append(value)
     return rows
 
 

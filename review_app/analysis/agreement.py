@@ -48,6 +48,7 @@ from review_app.analysis.layout import (
     DEFAULT_COLUMNS,
     AnalysisInputError,
     AnnotationColumns,
+    RowOffset,
     numeric_scores,
     require_columns,
     select_rubric,
@@ -240,7 +241,7 @@ def ratings_matrix(
     score: str,
     *,
     categories: Sequence[float] = DEFAULT_CATEGORIES,
-    row_offset: int = 0,
+    row_offset: RowOffset = 0,
 ) -> pd.DataFrame:
     """Units x raters table of scores (NaN where a rater did not rate a unit).
 
@@ -353,7 +354,7 @@ def agreement(
     confidence: float = 0.95,
     n_boot: int = 0,
     seed: int = 0,
-    row_offset: int = 0,
+    row_offset: RowOffset = 0,
 ) -> AgreementResult:
     """Agreement on ``score`` across units rated at least ``min_ratings`` times (see module notes)."""
     if weights not in WEIGHT_SCHEMES:
