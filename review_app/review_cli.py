@@ -324,7 +324,7 @@ def user_add(
     """Create an account. The password is asked for (hidden) unless --no-password."""
     from review_app.services import accounts
 
-    profile = accounts.UserProfile(
+    profile = accounts.new_profile(
         username=username,
         display_name=display_name or username,
         role=role,

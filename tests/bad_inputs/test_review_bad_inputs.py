@@ -25,7 +25,7 @@ from sqlmodel import SQLModel
 from review_app.db.connect import dispose_engines
 from review_app.db.engine import make_engine, read_session
 from review_app.db.migrate import upgrade
-from review_app.services import importing
+from review_app.services import importing, studies
 from review_app.services.actors import SYSTEM
 from tests.bad_inputs.corpus import MACHINE, Case, check, write
 from tests.review_app.factories import item_rows, response_rows
@@ -367,6 +367,61 @@ IMPORT_CASES = [
 ]
 
 
+def review(*args: str) -> Callable[[Path], list[str]]:
+    return lambda _work: ["review", *args]
+
+
+COMMAND_CASES = [  # the other review commands: bad arguments, on a database holding study S1
+    Case(
+        "pool-quota-not-a-number",
+        review("pool", "--study", "S1", "--size", "3", "--quota", "subset=MEDMISQA:x"),
+        ("'x' is not a number",),
+    ),
+    Case("pool-negative-size", review("pool", "--study", "S1", "--size", "-3"), ("at least 1",)),
+    Case("pool-unknown-study", review("pool", "--study", "nope", "--size", "3"), ("no study named 'nope'",)),
+    Case("assign-dual-share-over-1", review("assign", "--study", "S1", "--dual-share", "2"), ("--dual-share",)),
+    Case("assign-no-raters", review("assign", "--study", "S1", "--raters", "0"), ("--raters",)),
+    Case("reassign-unknown-user", review("reassign", "--study", "S1", "--from", "ghost"), ("ghost",)),
+    Case("enrol-unknown-user", review("enrol", "--study", "S1", "ghost"), ("ghost",)),
+    Case("status-unknown-study", review("status", "--study", "nope"), ("nope",)),
+    Case("as-unknown-user", review("--as", "ghost", "status"), ("ghost",)),
+    Case("study-name-too-long", review("study", "create", LONG), ("study name", "at most 200")),
+    Case("study-unknown-rubric", review("study", "create", "S2", "--rubrics", "Z"), ("unknown rubric 'Z'",)),
+    Case("study-already-exists", review("study", "create", "S1"), ("already exists",)),
+    Case("user-add-bad-username", review("user", "add", "Bad!Name", "--no-password"), ("username",)),
+    Case("user-add-bad-email", review("user", "add", "okname", "--email", "nope", "--no-password"), ("email",)),
+    Case(
+        "user-add-negative-years",
+        review("user", "add", "okname", "--years", "-5", "--no-password"),
+        ("years_experience",),
+    ),
+    Case(
+        "user-add-bad-language",
+        review("user", "add", "okname", "--languages", "xx_bad", "--no-password"),
+        ("languages",),
+    ),
+    Case("user-add-unknown-role", review("user", "add", "okname", "--role", "king", "--no-password"), ("role",)),
+    Case("user-add-existing", review("user", "add", "oldrev1", "--no-password"), ("oldrev1",)),
+    Case("user-role-unknown-user", review("user", "role", "ghost", "--role", "lead"), ("ghost",)),
+    Case("user-short-password", review("user", "add", "okname", "--password-stdin"), ("at least",), stdin="short\n"),
+    Case(
+        "export-out-is-a-file",
+        lambda w: ["review", "export", "--study", "S1", "--out", write(w / "afile", "x")],
+        ("afile",),
+    ),
+    Case(
+        "export-unknown-format",
+        lambda w: ["review", "export", "--study", "S1", "--out", str(w / "out"), "--format", "bogus"],
+        ("bogus",),
+    ),
+    Case(
+        "import-with-study-name-too-long",
+        lambda w: [*items_file(w, jsonl(*FRESH)), "--study", LONG],
+        ("study name", "at most 200"),
+    ),
+]
+
+
 # ---------------------------------------------------------------- databases
 
 
@@ -407,6 +462,7 @@ def seed(url: str, folder: Path) -> None:
         roster = folder / "seed_roster.csv"
         roster.write_text(ROSTER_HEAD + "oldrev1,Old Reviewer,reviewer,\n", encoding="utf-8")
         importing.import_roster(engine, roster, actor=SYSTEM)
+        studies.create_study(engine, "S1", actor=SYSTEM)
     finally:
         engine.dispose()
 
@@ -449,6 +505,11 @@ def _on(case: Case, url: str) -> Case:
 
 @pytest.mark.parametrize("case", IMPORT_CASES, ids=[c.name for c in IMPORT_CASES])
 def test_bad_review_import_is_refused_and_changes_nothing(case: Case, database: str, tmp_path: Path) -> None:
+    check(_on(case, database), tmp_path)
+
+
+@pytest.mark.parametrize("case", COMMAND_CASES, ids=[c.name for c in COMMAND_CASES])
+def test_bad_review_command_is_refused_and_changes_nothing(case: Case, database: str, tmp_path: Path) -> None:
     check(_on(case, database), tmp_path)
 
 
@@ -549,4 +610,4 @@ def test_saving_to_an_immutable_database_is_refused_and_changes_nothing(tmp_path
 
 
 def test_the_corpus_is_large_enough() -> None:
-    assert len(IMPORT_CASES) + len(URL_CASES) + 1 >= 50
+    assert len(IMPORT_CASES) + len(COMMAND_CASES) + len(URL_CASES) + 1 >= 50
