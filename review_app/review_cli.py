@@ -79,6 +79,10 @@ def import_(
             "for a roster, also enrol the reviewers in it."
         ),
     ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="Refuse a file with any bad row whole (the default; wins over --skip-bad-rows)."),
+    ] = False,
     skip_bad_rows: Annotated[
         bool,
         typer.Option(
@@ -91,7 +95,7 @@ def import_(
     from review_app.services import importing
 
     done = importing.import_into_study(
-        engine(create=True), path, kind=kind, study=study, actor=actor(), skip_bad_rows=skip_bad_rows
+        engine(create=True), path, kind=kind, study=study, actor=actor(), skip_bad_rows=skip_bad_rows and not strict
     )
     for summary in done.summaries:
         console.print(str(summary))

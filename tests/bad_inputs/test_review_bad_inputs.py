@@ -157,6 +157,11 @@ IMPORT_CASES = [
         ("items.jsonl:2", "'opa'", "a list"),
     ),
     Case(
+        "items-list-cell-under-strict",
+        lambda w: [*items_file(w, jsonl(FRESH[0], FRESH[1] | {"opb": ["x", "y"]})), "--strict", "--skip-bad-rows"],
+        ("items.jsonl:2", "'opb'", "a list"),
+    ),
+    Case(
         "items-object-id",
         lambda w: items_file(w, jsonl(FRESH[0] | {"id": {"n": 1}}, FRESH[1])),
         ("items.jsonl:1", "'id'", "an object"),
