@@ -102,7 +102,7 @@ def import_(
         for issue in summary.skipped:
             console.print(f"  skipped {issue}")
     if done.created:
-        console.print(f"created study {done.study!r}{done.created.rstrip()}")
+        console.print(f"created study {done.study!r}" + (f" ({done.note})" if done.note else ""))
     if done.enrolled:
         console.print(f"enrolled {len(done.enrolled)} reviewer(s) in {done.study!r}")
 

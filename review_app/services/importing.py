@@ -1097,8 +1097,9 @@ class StudyImport:
 
     summaries: list[ImportSummary]
     study: str | None = None
-    created: str = ""  # the new study's rubric description, "" when the study existed
+    created: bool = False  # the study was new and created by this import
     enrolled: tuple[str, ...] = ()
+    note: str = ""  # what the new study reviews, for the message (e.g. "Rubric B, response review")
 
 
 def import_path(
@@ -1159,14 +1160,15 @@ def import_into_study(
             return summaries
         if studies.find_study_in(session, study) is None:
             studies.create_study_in(session, study, rubrics=rubrics, actor=actor)
-            outcome["created"] = {"run": " (Rubric B, response review)", "judge": " (judge audit)"}.get(kind, "") or " "
+            outcome["created"] = True
         names = [name for s in summaries for name in s.reviewers]  # leads and admins are never enrolled
         if names:
             outcome["enrolled"] = tuple(assignment.enrol_in(session, study, names, actor=actor))
         return summaries
 
     summaries = _in_transaction(engine, dry_run, body)
-    return StudyImport(summaries, study, outcome.get("created", ""), outcome.get("enrolled", ()))
+    note = {"run": "Rubric B, response review", "judge": "judge audit"}.get(kind, "")
+    return StudyImport(summaries, study, outcome.get("created", False), outcome.get("enrolled", ()), note)
 
 
 # ---------------------------------------------------------------- files uploaded through the app
