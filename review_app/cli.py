@@ -49,7 +49,8 @@ def main(
         typer.Option(
             "--database-url",
             envvar="MEDREV_DATABASE_URL",
-            help="SQLAlchemy URL of the review database (default: a SQLite file in MEDREV_HOME).",
+            help="SQLAlchemy URL of the review database (default: the nearest medrev.toml, "
+            "else a SQLite file in MEDREV_HOME).",
             show_envvar=True,
         ),
     ] = None,
@@ -97,10 +98,11 @@ def demo(
     no_app: Annotated[bool, typer.Option("--no-app", help="Only seed; do not start the app.")] = False,
 ) -> None:
     """Seed the demo study in a local SQLite file and start the review app on it (on 127.0.0.1 unless --host)."""
-    from review_app.demo import seed_demo
+    from review_app.demo import remember_demo, seed_demo
 
     report = seed_demo(db, fresh=fresh)
     console.print(report.describe(), highlight=False)
+    console.print("\n" + remember_demo(report), highlight=False)
     if no_app:
         return
     from review_app.ui.server import listen_address, run_app

@@ -34,11 +34,15 @@ EXIT_ERROR = 2
 EXIT_MACHINE = 1
 
 
-def engine():
-    """The engine for MEDREV_DATABASE_URL, connected and migrated on first use (faults: one sentence)."""
+def engine(*, create: bool = False):
+    """The engine for MEDREV_DATABASE_URL, connected and migrated on first use (faults: one sentence).
+
+    Only commands that start a study's data (``create=True``: import, user add, study create) may
+    create a missing SQLite file; the others refuse it, so a mistyped path is reported, not started.
+    """
     from review_app.db.connect import get_engine
 
-    return get_engine()
+    return get_engine(create=create)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:

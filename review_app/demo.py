@@ -73,6 +73,31 @@ def seed_demo(path: str | Path, *, fresh: bool = False) -> DemoReport:
     return report
 
 
+def remember_demo(report: DemoReport, folder: Path | None = None) -> str:
+    """Make later commands find the demo database, and say how: a ``medrev.toml`` in ``folder`` (the current
+    folder by default, unless one there names another database) and the ``export`` line for other folders.
+    """
+    import shlex
+
+    from review_app.config import PROJECT_FILE, write_project_file
+
+    folder = folder or Path.cwd()
+    export = f"export MEDREV_DATABASE_URL={shlex.quote(report.url)}"
+    try:
+        written = write_project_file(report.url, folder)
+    except OSError as exc:  # a read-only folder: the export line still works
+        written = None
+        why = f"could not write {folder / PROJECT_FILE} ({exc.strerror or exc})"
+    else:
+        why = f"{folder / PROJECT_FILE} already names another database and was left as it is"
+    if written is not None:
+        return (
+            f"Later medrev commands run in {folder} (or below) use this database: {written} names it.\n"
+            f"From another folder, first run:\n  {export}"
+        )
+    return f"Note: {why}. For later medrev commands to use the demo database, first run:\n  {export}"
+
+
 def seed_demo_database(engine) -> list[str]:
     """Seed the demo study into an empty, migrated database (SQLite or PostgreSQL); returns what it did."""
     demo = {"actor": SYSTEM, "via": "demo"}

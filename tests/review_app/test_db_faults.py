@@ -86,7 +86,10 @@ def test_a_real_process_prints_one_line_not_a_traceback(tmp_path):
 def test_the_default_home_folder_is_created_but_a_configured_folder_is_not(tmp_path, monkeypatch):
     monkeypatch.delenv("MEDREV_DATABASE_URL", raising=False)
     monkeypatch.setenv("MEDREV_HOME", str(tmp_path / "home" / "medrev"))
-    assert runner.invoke(app, ["review", "status"]).exit_code == 0
+    missing = runner.invoke(app, ["review", "status"])  # a command that only reads never starts a database
+    assert missing.exit_code == 1 and "There is no database at" in missing.stderr
+    assert not (tmp_path / "home").exists()
+    assert runner.invoke(app, ["review", "study", "create", "first"]).exit_code == 0
     assert (tmp_path / "home" / "medrev" / "medrev.db").is_file()
     elsewhere = tmp_path / "typo" / "medrev.db"
     result = runner.invoke(app, ["--database-url", f"sqlite:///{elsewhere}", "review", "status"])
