@@ -30,6 +30,7 @@ from bench_core.kernel.tabular import cell, iter_rows, tabular_files
 from bench_core.medmisbench import DEFAULT_SEED, MCQItem, draw_type1_target, load_medmisbench
 from review_app.db.engine import write_session
 from review_app.db.models import AUTO_LABELS, ImportBatch, Item, ModelResponse, Reviewer, utcnow
+from review_app.db.statistics import refresh_statistics
 from review_app.services import audit
 from review_app.services.accounts import UserProfile, change_account, create_account
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user
@@ -198,6 +199,7 @@ def import_items(
     with _maybe_dry(dry_run) as dry, write_session(engine) as session:
         new = _write_items(session, rows, path, who=_importer(session, actor, via))
         dry.done(ImportSummary("items", str(path), len(rows), new, len(rows) - new))
+    _analyze(engine, dry, "item")
     return dry.result
 
 
@@ -280,6 +282,7 @@ def import_responses(
                 rows.append((file, line, result))
         new = _write_responses(session, rows, issues, path, who=who)
         dry.done(ImportSummary("responses", str(path), len(rows), new, len(rows) - new))
+    _analyze(engine, dry, "model_response")
     return dry.result
 
 
@@ -472,6 +475,7 @@ def import_run(
                 ImportSummary("responses", str(run_dir), len(rows), new_responses, len(rows) - new_responses),
             ]
         )
+    _analyze(engine, dry, "item", "model_response")
     return dry.result
 
 
@@ -560,6 +564,7 @@ def import_judge_run(
                 ImportSummary("responses", str(path), len(rows), new_responses, len(rows) - new_responses),
             ]
         )
+    _analyze(engine, dry, "item", "model_response")
     return dry.result
 
 
@@ -740,6 +745,14 @@ def _batch(session: Session, kind: str, path: Path, rows: int, new: int, actor: 
     session.add(batch)
     session.flush()
     return batch
+
+
+def _analyze(engine: Engine, dry: _DryRun, *tables: str) -> None:
+    """Refresh PostgreSQL's statistics on ``tables`` after an import that added rows (not after a dry run)."""
+    result = dry.result
+    summaries = result if isinstance(result, list) else [result] if result is not None else []
+    if not dry.dry_run and any(s.new for s in summaries):
+        refresh_statistics(engine, tables)
 
 
 def _bulk_insert(session: Session, model, rows: Iterable[dict[str, Any]], batch_id: int | None) -> None:
