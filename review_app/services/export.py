@@ -42,6 +42,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -173,6 +174,20 @@ def _text_frame(frame: pd.DataFrame, fmt: str) -> pd.DataFrame:
     return text
 
 
+def _json_column(series: pd.Series) -> list[Any]:
+    """The column's values as JSON takes them (``json_value`` of each cell), converted a column at a time."""
+    if pd.api.types.is_bool_dtype(series) and not isinstance(series.dtype, pd.BooleanDtype):
+        return series.tolist()
+    if pd.api.types.is_integer_dtype(series):
+        values = series.astype(object).tolist()
+        return [None if v is pd.NA else int(v) for v in values] if series.hasnans else values
+    if pd.api.types.is_float_dtype(series) and not isinstance(series.dtype, pd.api.extensions.ExtensionDtype):
+        finite = np.isfinite(series.to_numpy())
+        values = series.tolist()
+        return values if finite.all() else [v if ok else None for v, ok in zip(values, finite, strict=True)]
+    return [json_value(v) for v in series.tolist()]
+
+
 class TableFile:
     """One table file written a chunk at a time: CSV (formula escaping), JSONL or Parquet.
 
@@ -194,11 +209,12 @@ class TableFile:
         elif self.fmt == "csv":
             _text_frame(frame, "csv").to_csv(self._handle, index=False, header=self.rows == 0, lineterminator="\n")
         else:
-            lines = [
-                json.dumps({k: json_value(v) for k, v in record.items()}, ensure_ascii=False) + "\n"
-                for record in _text_frame(frame, "jsonl").to_dict("records")
-            ]
-            self._handle.writelines(lines)
+            text = _text_frame(frame, "jsonl")
+            names = list(text.columns)
+            columns = [_json_column(text[name]) for name in names]
+            dumps = json.JSONEncoder(ensure_ascii=False).encode
+            rows = zip(*columns, strict=True)
+            self._handle.writelines(dumps(dict(zip(names, row, strict=True))) + "\n" for row in rows)
         self.rows += len(frame)
 
     def _write_parquet(self, frame: pd.DataFrame) -> None:
