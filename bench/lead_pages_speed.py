@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import random
 import statistics
@@ -287,10 +286,6 @@ def build(url: str, scale: float, seed: int = 1) -> dict[str, float]:
     }
 
 
-def _build_child(url: str, scale: float, out: multiprocessing.Queue) -> None:
-    out.put(build(url, scale))
-
-
 # --- measuring (this process: the "app") -------------------------------------------------------------
 
 
@@ -524,12 +519,14 @@ def run(backend: str, scale: float, samples: int) -> dict[str, float]:
             base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
             url, cleanup = f"{base}/{name}", name
         try:
-            context = multiprocessing.get_context("spawn")
-            queue = context.Queue()
-            child = context.Process(target=_build_child, args=(url, scale, queue))
-            child.start()
-            info = queue.get()
-            child.join()
+            # a child process builds the study, so this process's memory is the app's alone
+            built = subprocess.run(
+                [sys.executable, __file__, "--build", url, "--scale", str(scale)],
+                check=True,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            info = json.loads(built.stdout.strip().splitlines()[-1])
             print(
                 f"\n== {backend}: {info['items']:,} items, {info['tasks']:,} tasks, {info['annotations']:,} "
                 f"annotations, {info['reviewers']} reviewers (bulk build {info['build_s']:.1f} s)",
@@ -547,7 +544,11 @@ def main() -> None:
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the study size (0.1: a quick check)")
     parser.add_argument("--samples", type=int, default=200, help="submit-to-next and next-task samples")
+    parser.add_argument("--build", metavar="URL", help=argparse.SUPPRESS)  # the child that fills a database
     args = parser.parse_args()
+    if args.build:
+        print(json.dumps(build(args.build, args.scale)))
+        return
     results = {}
     for backend in ("sqlite", "postgresql") if args.db == "both" else (args.db,):
         results[backend] = run(backend, args.scale, args.samples)
