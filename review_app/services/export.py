@@ -61,6 +61,7 @@ from review_app.services.errors import InvalidInput
 from review_app.services.export_latex import latex_tables
 from review_app.services.export_tables import (
     CSV_ESCAPING_RULE,
+    FORMULA_PREFIXES,
     LabelsBuilder,
     Table,
     agreement_table,
@@ -170,7 +171,9 @@ def _text_frame(frame: pd.DataFrame, fmt: str) -> pd.DataFrame:
     if fmt == "csv":
         for column in text.columns:
             if text[column].dtype == object:
-                text[column] = text[column].map(escape_csv_cell)
+                values = text[column].tolist()
+                if any(type(v) is str and v.startswith(FORMULA_PREFIXES) for v in values):  # else nothing to escape
+                    text[column] = [escape_csv_cell(v) for v in values]
     return text
 
 
@@ -185,7 +188,7 @@ def _json_column(series: pd.Series) -> list[Any]:
         finite = np.isfinite(series.to_numpy())
         values = series.tolist()
         return values if finite.all() else [v if ok else None for v, ok in zip(values, finite, strict=True)]
-    return [json_value(v) for v in series.tolist()]
+    return [v if v is None or type(v) is str else json_value(v) for v in series.tolist()]
 
 
 class TableFile:
