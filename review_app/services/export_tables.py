@@ -198,6 +198,8 @@ class LabelsBuilder:
     ) -> None:
         self.rubric = get_rubric(rubric_key)
         self.frame = frame.sort_values([C.task, C.slot, "annotation_id"])
+        # the columns a rating contributes to the wide row (the rest of the frame is not read)
+        self.needed = [C.task, C.rater, "submitted_at", *self.rubric.dimension_keys]
         self.decisions = decisions
         self.adjudicators = adjudicators
         self.width = width
@@ -206,8 +208,7 @@ class LabelsBuilder:
         """The labels of ``tasks`` (rows in the order given); ``n_rows``: rows of the whole table."""
         rubric, width, decisions = self.rubric, self.width, self.decisions
         dims = list(rubric.dimension_keys)
-        ids = [t["task_id"] for t in tasks]
-        rows = self.frame.loc[self.frame[C.task].isin(ids)] if len(tasks) < len(self.frame) else self.frame
+        rows = self.frame.loc[self.frame[C.task].isin([t["task_id"] for t in tasks]), self.needed]
         by_task: dict[int, list[dict[str, Any]]] = {}
         for row in rows.to_dict("records"):
             by_task.setdefault(int(row[C.task]), []).append(row)
