@@ -15,6 +15,10 @@ Environment variables (documented in the README):
   Falls back to ``STREAMLIT_SERVER_COOKIE_SECRET``, then to a key generated once and kept in the
   database (shared by replicas on one database).
 - ``MEDREV_SESSION_HOURS``: how long a sign-in lasts (12).
+- ``MEDREV_DB_POOL_SIZE`` / ``MEDREV_DB_MAX_OVERFLOW``: database connections each process keeps
+  open, and how many more it may open under load (PostgreSQL 10 / 20, SQLite 20 / 20). Every app
+  replica and CLI process has its own pool, so replicas x (size + overflow) must stay below the
+  server's ``max_connections``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class Settings:
     lockout_address_attempts: int = 50
     session_secret: str | None = None
     session_hours: int = 12
+    db_pool_size: int | None = None  # None: the backend's default (db.engine)
+    db_max_overflow: int | None = None
 
 
 def default_sqlite_url() -> str:
@@ -44,16 +50,21 @@ def default_sqlite_url() -> str:
     return f"sqlite:///{home / 'medrev.db'}"
 
 
-def _int(name: str, default: int) -> int:
+def _int(name: str, default: int, *, minimum: int = 1) -> int:
+    value = _optional_int(name, minimum=minimum)
+    return default if value is None else value
+
+
+def _optional_int(name: str, *, minimum: int = 1) -> int | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
-        return default
+        return None
     try:
         value = int(raw)
     except ValueError:
         raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
     return value
 
 
@@ -142,4 +153,6 @@ def get_settings() -> Settings:
         or os.environ.get("STREAMLIT_SERVER_COOKIE_SECRET")
         or None,
         session_hours=_int("MEDREV_SESSION_HOURS", 12),
+        db_pool_size=_optional_int("MEDREV_DB_POOL_SIZE"),
+        db_max_overflow=_optional_int("MEDREV_DB_MAX_OVERFLOW", minimum=0),
     )

@@ -293,11 +293,24 @@ def export(
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap CIs (same seed, same numbers).")] = 0,
 ) -> None:
     """Export labels, raw annotations, agreement and analysis tables, LaTeX, a codebook and a manifest."""
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
     from review_app.config import get_settings
     from review_app.services import export as exporting
 
     out = out or get_settings().export_dir / exporting.export_name(study)
-    result = exporting.export_study(engine(), study, out, formats=format_, real_names=real_names, seed=seed)
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        job = bar.add_task("Exporting", total=1.0)
+        result = exporting.export_study(
+            engine(),
+            study,
+            out,
+            formats=format_,
+            real_names=real_names,
+            seed=seed,
+            progress=lambda done, text: bar.update(job, completed=done, description=text),
+        )
     console.print(str(result), highlight=False, markup=False)
     table = Table("file", "rows", "bytes", "sha256", title_justify="left")
     for file in result.files:

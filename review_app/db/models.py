@@ -274,7 +274,8 @@ class Assignment(SQLModel, table=True):
             sqlite_where=text("status <> 'withdrawn'"),
             postgresql_where=text("status <> 'withdrawn'"),
         ),
-        Index("ix_assignment_queue", "reviewer_id", "status", "id"),
+        # The reviewer's queue in the order next_assignment serves it (and, by its prefix, their counts).
+        Index("ix_assignment_next", "reviewer_id", "status", "study_id", "pool_rank", "rubric", "id"),
         # Covers the progress page's aggregates (by status, task and reviewer) without table reads.
         Index("ix_assignment_progress", "study_id", "status", "task_id", "reviewer_id", "flagged"),
     )
@@ -283,6 +284,11 @@ class Assignment(SQLModel, table=True):
     task_id: int = Field(foreign_key="task.id", index=True)
     reviewer_id: int = Field(foreign_key="reviewer.id")
     study_id: int = Field(foreign_key="study.id", index=True)
+    # Copies of the task's pool rank and rubric, so the queue order is one index (ix_assignment_next).
+    # A database trigger sets them from the task on every insert (whatever is passed here), and a
+    # task's rank and rubric never change, so they cannot disagree with the task.
+    pool_rank: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    rubric: str = Field(default="", max_length=40, sa_column_kwargs={"server_default": ""})
     slot: int = 1
     status: str = Field(default="assigned", max_length=20)
     flagged: bool = False

@@ -252,8 +252,11 @@ def _frame(rows, scores, names: dict[int, str], rubrics: list[str]) -> pd.DataFr
     values = np.full((len(frame), len(dimensions)), np.nan)
     index = {key: j for j, key in enumerate(dimensions)}
     for annotation_id, dimension, value in scores:
-        if dimension in index:
-            values[position[annotation_id], index[dimension]] = value
+        # Outside one snapshot (READ COMMITTED on PostgreSQL) the scores query can see annotations
+        # submitted after the rows were read; they are not part of this frame.
+        row = position.get(annotation_id)
+        if row is not None and dimension in index:
+            values[row, index[dimension]] = value
     for j, key in enumerate(dimensions):
         frame[key] = values[:, j]
     for column in _INT_COLUMNS:

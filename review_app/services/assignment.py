@@ -24,6 +24,7 @@ from sqlmodel import Session, select
 
 from review_app.db.engine import write_session
 from review_app.db.models import OPEN_STATUSES, Assignment, Enrollment, Item, Reviewer, Study, Task, utcnow
+from review_app.db.statistics import refresh_statistics
 from review_app.services import audit
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, require_study_lead
 from review_app.services.actors import get_study as _study
@@ -260,7 +261,8 @@ def assign(
             study_id=study.id,
             after={"raters": raters, "dual_share": dual_share, "seed": seed, "created": created},
         )
-        return result
+    refresh_statistics(engine, ["task", "assignment"])
+    return result
 
 
 @dataclass
@@ -320,4 +322,6 @@ def reassign(engine: Engine, study_name: str, username: str, *, seed: int = 0, a
             study_id=study.id,
             after={"withdrawn": len(open_ids), "created": created},
         )
-        return ReassignResult(study_name, user.username, len(open_ids), created, kept, unfilled)
+        result = ReassignResult(study_name, user.username, len(open_ids), created, kept, unfilled)
+    refresh_statistics(engine, ["assignment"])
+    return result

@@ -27,7 +27,6 @@ The tables and their column documentation are built in ``export_tables``, their 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import platform
@@ -35,7 +34,7 @@ import re
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,8 +42,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
-from sqlalchemy import Engine
+import pyarrow as pa
+import pyarrow.parquet as pq
+from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
 from bench_core.kernel.latex import packages
@@ -59,6 +61,8 @@ from review_app.services.errors import InvalidInput
 from review_app.services.export_latex import latex_tables
 from review_app.services.export_tables import (
     CSV_ESCAPING_RULE,
+    FORMULA_PREFIXES,
+    LabelsBuilder,
     Table,
     agreement_table,
     column_type,
@@ -68,7 +72,7 @@ from review_app.services.export_tables import (
     harm_model_table,
     iso_utc,
     json_value,
-    labels_table,
+    labels_width,
     raw_annotations_table,
     rubric_a_tables,
     rubric_b_tables,
@@ -79,6 +83,34 @@ EXPORT_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
 CODEBOOK_MD = "codebook.md"
 CODEBOOK_JSON = "codebook.json"
 MANIFEST = "manifest.json"
+# Rows read from the database and written to the files at a time: the export's memory for the large
+# tables (labels: one row per task) is one chunk, whatever the study's size.
+CHUNK_ROWS = 10_000
+
+ProgressCallback = Callable[[float, str], None]
+"""Called with the fraction done (0 to 1) and what the export is doing, for a progress bar."""
+
+
+class _Progress:
+    """Maps the export's stages onto one 0-1 bar: each stage owns a span, advanced by rows written."""
+
+    def __init__(self, callback: ProgressCallback | None, start: float = 0.0, end: float = 1.0) -> None:
+        self.callback = callback
+        self.start, self.end = start, end
+        self.last = -1.0
+
+    def __call__(self, fraction: float, text: str) -> None:
+        if self.callback is None:
+            return
+        value = self.start + (self.end - self.start) * min(max(fraction, 0.0), 1.0)
+        if value - self.last >= 0.005 or fraction >= 1.0 or fraction == 0.0:
+            self.last = value
+            self.callback(value, text)
+
+    def span(self, start: float, end: float) -> _Progress:
+        """A progress for a sub-stage that fills [start, end] of this one."""
+        width = self.end - self.start
+        return _Progress(self.callback, self.start + width * start, self.start + width * end)
 
 
 # --- writing ----------------------------------------------------------------------------------------
@@ -130,13 +162,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_table(table: Table, folder: Path, fmt: str) -> Path:
-    """Write ``table`` as ``folder/<name>.<fmt>``: CSV with formula escaping, JSONL, or Parquet."""
-    frame = table.frame
-    path = folder / f"{table.name}.{fmt}"
-    if fmt == "parquet":
-        frame.to_parquet(path, index=False)
-        return path
+def _text_frame(frame: pd.DataFrame, fmt: str) -> pd.DataFrame:
+    """A chunk as CSV/JSONL write it: datetimes as ISO UTC text, and (CSV) formula-like text escaped."""
     text = frame.copy()
     for column in text.columns:
         if pd.api.types.is_datetime64_any_dtype(text[column]):
@@ -144,13 +171,90 @@ def write_table(table: Table, folder: Path, fmt: str) -> Path:
     if fmt == "csv":
         for column in text.columns:
             if text[column].dtype == object:
-                text[column] = text[column].map(escape_csv_cell)
-        text.to_csv(path, index=False, lineterminator="\n")
+                values = text[column].tolist()
+                if any(type(v) is str and v.startswith(FORMULA_PREFIXES) for v in values):  # else nothing to escape
+                    text[column] = [escape_csv_cell(v) for v in values]
+    return text
+
+
+def _json_column(series: pd.Series) -> list[Any]:
+    """The column's values as JSON takes them (``json_value`` of each cell), converted a column at a time."""
+    if pd.api.types.is_bool_dtype(series) and not isinstance(series.dtype, pd.BooleanDtype):
+        return series.tolist()
+    if pd.api.types.is_integer_dtype(series):
+        values = series.astype(object).tolist()
+        return [None if v is pd.NA else int(v) for v in values] if series.hasnans else values
+    if pd.api.types.is_float_dtype(series) and not isinstance(series.dtype, pd.api.extensions.ExtensionDtype):
+        finite = np.isfinite(series.to_numpy())
+        values = series.tolist()
+        return values if finite.all() else [v if ok else None for v, ok in zip(values, finite, strict=True)]
+    return [v if v is None or type(v) is str else json_value(v) for v in series.tolist()]
+
+
+class TableFile:
+    """One table file written a chunk at a time: CSV (formula escaping), JSONL or Parquet.
+
+    Every chunk must have the columns and dtypes of the first one. The CSV and JSONL bytes are those
+    of the whole table written at once; Parquet gets one row group per chunk (same values and types).
+    """
+
+    def __init__(self, folder: Path, name: str, fmt: str) -> None:
+        self.path = folder / f"{name}.{fmt}"
+        self.fmt = fmt
+        self.rows = 0
+        self._handle = None if fmt == "parquet" else self.path.open("w", encoding="utf-8", newline="")
+        self._parquet: pq.ParquetWriter | None = None
+        self._schema: pa.Schema | None = None
+
+    def write(self, frame: pd.DataFrame) -> None:
+        if self.fmt == "parquet":
+            self._write_parquet(frame)
+        elif self.fmt == "csv":
+            _text_frame(frame, "csv").to_csv(self._handle, index=False, header=self.rows == 0, lineterminator="\n")
+        else:
+            text = _text_frame(frame, "jsonl")
+            names = list(text.columns)
+            columns = [_json_column(text[name]) for name in names]
+            dumps = json.JSONEncoder(ensure_ascii=False).encode
+            rows = zip(*columns, strict=True)
+            self._handle.writelines(dumps(dict(zip(names, row, strict=True))) + "\n" for row in rows)
+        self.rows += len(frame)
+
+    def _write_parquet(self, frame: pd.DataFrame) -> None:
+        if self._schema is None:
+            schema = pa.Schema.from_pandas(frame, preserve_index=False)
+            for i, arrow_field in enumerate(schema):
+                if pa.types.is_null(arrow_field.type):  # all empty in the first chunk: text columns
+                    schema = schema.set(i, arrow_field.with_type(pa.string()))
+            self._schema = schema
+            self._parquet = pq.ParquetWriter(self.path, schema)
+        self._parquet.write_table(pa.Table.from_pandas(frame, schema=self._schema, preserve_index=False))
+
+    def close(self, empty: pd.DataFrame | None = None) -> Path:
+        """Finish the file; ``empty`` (the table's columns, no rows) writes the header of a table with no rows."""
+        if self.rows == 0 and empty is not None:
+            self.write(empty)
+        if self._handle is not None:
+            self._handle.close()
+        if self._parquet is not None:
+            self._parquet.close()
+        return self.path
+
+
+def write_table(table: Table, folder: Path, fmt: str, progress: ProgressCallback | None = None) -> Path:
+    """Write ``table`` as ``folder/<name>.<fmt>``: CSV with formula escaping, JSONL, or Parquet, a chunk
+    of rows at a time (the converted copy CSV and JSONL need is one chunk, not the whole table)."""
+    frame = table.frame
+    if fmt == "parquet" and len(frame) <= CHUNK_ROWS:
+        path = folder / f"{table.name}.{fmt}"
+        frame.to_parquet(path, index=False)
         return path
-    with path.open("w", encoding="utf-8") as handle:
-        for record in text.to_dict("records"):
-            handle.write(json.dumps({k: json_value(v) for k, v in record.items()}, ensure_ascii=False) + "\n")
-    return path
+    out = TableFile(folder, table.name, fmt)
+    for start in range(0, len(frame), CHUNK_ROWS):
+        out.write(frame.iloc[start : start + CHUNK_ROWS])
+        if progress is not None:
+            progress(min(start + CHUNK_ROWS, len(frame)) / max(len(frame), 1), f"Writing {out.path.name}")
+    return out.close(empty=frame.iloc[:0])
 
 
 def _codebook(
@@ -163,7 +267,7 @@ def _codebook(
                 "table": table.name,
                 "files": [f"{table.name}.{fmt}" for fmt in formats],
                 "description": table.description,
-                "rows": len(table.frame),
+                "rows": table.rows,
                 "columns": [
                     {
                         "name": column,
@@ -265,50 +369,78 @@ def snapshot_session(engine: Engine) -> Iterator[Session]:
         yield session
 
 
-def _tasks(session: Session, study_id: int, rubric: Rubric) -> list[dict[str, Any]]:
-    query = (
-        select(Task, Item, ModelResponse)
-        .join(Item, Item.id == Task.item_id)
-        .outerjoin(ModelResponse, ModelResponse.id == Task.response_id)
-        .where(Task.study_id == study_id, Task.rubric == rubric.key)
-        .where(Task.id.not_in(select(GoldTask.task_id).where(GoldTask.study_id == study_id)))  # quality only
-        .order_by(Task.pool_rank, Task.id)
+def _tasks_query(study_id: int, rubric: Rubric):
+    """The study's tasks of one rubric in pool order (gold tasks left out: they serve quality only),
+    as the columns the labels table needs (no item or response bodies)."""
+    query = select(
+        Task.id,
+        Item.id,
+        Item.external_id,
+        Task.unit_key,
+        Item.subset,
+        Item.language,
+        Item.content_type,
+        Item.provenance,
+        Task.target_raters,
+    ).join(Item, Item.id == Task.item_id)
+    if rubric.needs_response:
+        query = query.add_columns(ModelResponse.model, ModelResponse.condition, ModelResponse.auto_label).outerjoin(
+            ModelResponse, ModelResponse.id == Task.response_id
+        )
+    return query.where(*_study_tasks(study_id, rubric)).order_by(Task.pool_rank, Task.id)
+
+
+def _study_tasks(study_id: int, rubric: Rubric) -> tuple:
+    return (
+        Task.study_id == study_id,
+        Task.rubric == rubric.key,
+        Task.id.not_in(select(GoldTask.task_id).where(GoldTask.study_id == study_id)),
     )
-    out = []
-    for task, item, response in session.exec(query):
-        row = {
-            C.task: task.id,
-            C.item: item.id,
-            "external_id": item.external_id,
-            "unit_key": task.unit_key,
-            C.subset: item.subset,
-            "language": item.language,
-            C.content_type: item.content_type,
-            C.provenance: item.provenance,
-            "target_raters": task.target_raters,
-        }
-        if rubric.needs_response:
-            row |= {
-                C.model: response.model if response else None,
-                "condition": response.condition if response else None,
-                C.auto_label: response.auto_label if response else None,
-            }
-        out.append(row)
-    return out
+
+
+_TASK_KEYS = (C.task, C.item, "external_id", "unit_key", C.subset, "language", C.content_type, C.provenance)
+
+
+def _task_chunks(session: Session, study_id: int, rubric: Rubric) -> Iterator[list[dict[str, Any]]]:
+    """The rows of :func:`_tasks_query`, ``CHUNK_ROWS`` at a time, streamed from the database (a server-side
+    cursor on PostgreSQL), so the study's tasks are never all in memory."""
+    keys = (*_TASK_KEYS, "target_raters")
+    if rubric.needs_response:
+        keys = (*keys, C.model, "condition", C.auto_label)
+    result = session.execute(_tasks_query(study_id, rubric).execution_options(yield_per=CHUNK_ROWS))
+    for rows in result.partitions():
+        yield [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def _task_stats(session: Session, study_id: int, rubric: Rubric) -> tuple[int, int]:
+    """(tasks, highest target rater count) of one rubric, as the labels table counts them."""
+    n, most = session.execute(
+        select(func.count(), func.coalesce(func.max(Task.target_raters), 1)).where(*_study_tasks(study_id, rubric))
+    ).one()
+    return int(n), int(most)
 
 
 @dataclass(frozen=True, eq=False)
 class _Snapshot:
     study: Study
     frame: pd.DataFrame
-    labels: list[Table]
+    labels: list[Table]  # the first chunk of each labels table (its columns and types) with its row count
+    files: list[ExportedFile]
     counts: dict[str, int]
     database: dict[str, Any]
     snapshot_utc: str
     first_model: str | None = None
 
 
-def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snapshot:
+def _read_snapshot(
+    engine: Engine,
+    study_name: str,
+    pseudonymise: bool,
+    work: Path,
+    formats: tuple[str, ...],
+    progress: _Progress,
+) -> _Snapshot:
+    """Read the study in one snapshot, streaming its labels tables into ``work`` while the snapshot is open."""
     from review_app.db.migrate import current_revision
 
     with snapshot_session(engine) as session:
@@ -318,18 +450,35 @@ def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snap
         decisions = latest_adjudications(session, study.id)
         adjudicators = adjudicator_labels(session, study.id, pseudonymise=pseudonymise)
         model = first_model(session, study.id)
-        labels = []
-        n_tasks = 0
+        stats = {key: _task_stats(session, study.id, get_rubric(key)) for key in study.rubric_keys}
+        n_tasks = sum(n for n, _most in stats.values())
+        progress(0.1, "Reading the study")
+        labels: list[Table] = []
+        files: list[ExportedFile] = []
+        written = 0
         for key in study.rubric_keys:
             rubric = get_rubric(key)
-            tasks = _tasks(session, study.id, rubric)
-            n_tasks += len(tasks)
             rows = frame.loc[frame[C.rubric] == key]
-            labels.append(labels_table(key, tasks, rows, decisions, adjudicators))
+            builder = LabelsBuilder(key, rows, decisions, adjudicators, labels_width(rows, stats[key][1]))
+            outputs = [TableFile(work, f"adjudicated_labels_{key}", fmt) for fmt in formats]
+            first: Table | None = None
+            for tasks in _task_chunks(session, study.id, rubric):
+                table = builder.table(tasks, n_rows=stats[key][0])
+                first = first or table
+                for out in outputs:
+                    out.write(table.frame)
+                written += len(tasks)
+                progress(0.1 + 0.9 * written / max(n_tasks, 1), f"Writing labels: {written:,} of {n_tasks:,} tasks")
+            first = first or builder.table([], n_rows=0)
+            for out in outputs:
+                path = out.close(empty=first.frame.iloc[:0])
+                files.append(_file(work, path, table=first.name, format=out.fmt, rows=out.rows))
+            labels.append(first)
     return _Snapshot(
         study=study,
         frame=frame,
         labels=labels,
+        files=files,
         counts={
             "tasks": n_tasks,
             "annotations_in_force": len(frame),
@@ -344,6 +493,10 @@ def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snap
         snapshot_utc=snapshot_utc,
         first_model=model,
     )
+
+
+def _file(work: Path, path: Path, **info: Any) -> ExportedFile:
+    return ExportedFile(path.relative_to(work).as_posix(), _sha256(path), path.stat().st_size, **info)
 
 
 def _prepare_destination(out_dir: Path) -> Path:
@@ -367,6 +520,7 @@ def export_study(
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
     actor_id: int | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ExportResult:
     """Write the publication export of a study into ``out_dir`` (a new or empty folder).
 
@@ -379,38 +533,46 @@ def export_study(
     """
     formats = parse_formats(formats)
     destination = _prepare_destination(Path(out_dir))
-    snapshot = _read_snapshot(engine, study_name, pseudonymise=not real_names)
-    study = snapshot.study
-    analysis = analyse(
-        snapshot.frame,
-        study.rubric_keys,
-        study=study.name,
-        n_boot=n_boot,
-        seed=seed,
-        options=AnalysisOptions.from_settings(study.settings),
-        first_model=snapshot.first_model,
-    )
-    tables = [
-        *snapshot.labels,
-        raw_annotations_table(snapshot.frame, study.rubric_keys),
-        agreement_table(analysis),
-        *rubric_a_tables(analysis),
-        *rubric_b_tables(analysis),
-        *harm_model_table(analysis),
-        *harm_model_input_table(analysis),
-    ]
-    latex = latex_tables(analysis)
+    report = _Progress(progress)
+    report(0.0, "Reading the study")
     work = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent))
     try:
-        files: list[ExportedFile] = []
+        snapshot = _read_snapshot(engine, study_name, not real_names, work, formats, report.span(0.0, 0.45))
+        study = snapshot.study
+        files: list[ExportedFile] = list(snapshot.files)
 
         def add(path: Path, **info: Any) -> None:
-            relative = path.relative_to(work).as_posix()
-            files.append(ExportedFile(relative, _sha256(path), path.stat().st_size, **info))
+            files.append(_file(work, path, **info))
 
+        report(0.45, "Computing the analysis")
+        analysis = analyse(
+            snapshot.frame,
+            study.rubric_keys,
+            study=study.name,
+            n_boot=n_boot,
+            seed=seed,
+            options=AnalysisOptions.from_settings(study.settings),
+            first_model=snapshot.first_model,
+        )
+        tables = [
+            raw_annotations_table(snapshot.frame, study.rubric_keys),
+            agreement_table(analysis),
+            *rubric_a_tables(analysis),
+            *rubric_b_tables(analysis),
+            *harm_model_table(analysis),
+            *harm_model_input_table(analysis),
+        ]
+        latex = latex_tables(analysis)
+        writing = report.span(0.65, 0.95)
+        total = max(sum(table.rows for table in tables) * len(formats), 1)
+        done = 0
         for table in tables:
             for fmt in formats:
-                add(write_table(table, work, fmt), table=table.name, format=fmt, rows=len(table.frame))
+                step = writing.span(done / total, (done + table.rows) / total)
+                add(write_table(table, work, fmt, step), table=table.name, format=fmt, rows=table.rows)
+                done += table.rows
+        tables = [*snapshot.labels, *tables]
+        report(0.95, "Writing the codebook and manifest")
         if latex:
             (work / "latex").mkdir()
             for name, source in sorted(latex.items()):
@@ -471,6 +633,7 @@ def export_study(
                 "files": len(files) + 1,
             },
         )
+    report(1.0, "Export written")
     return ExportResult(
         study=study.name,
         out_dir=destination,
@@ -513,9 +676,15 @@ def export_archive(
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
     actor_id: int | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ExportArchive:
-    """The export as one zip in memory, for a download button (same content as :func:`export_study`)."""
+    """The export as one zip, for a download button (same content as :func:`export_study`).
+
+    The files are written to a temporary folder and compressed into a temporary zip file a block at a
+    time; only the finished (compressed) zip is read into memory, because the download button needs it.
+    """
     name = export_name(study_name)
+    report = _Progress(progress)
     with tempfile.TemporaryDirectory() as tmp:
         result = export_study(
             engine,
@@ -526,10 +695,16 @@ def export_archive(
             n_boot=n_boot,
             seed=seed,
             actor_id=actor_id,
+            progress=report.span(0.0, 0.9),
         )
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(result.out_dir.rglob("*")):
-                if path.is_file():
-                    archive.write(path, f"{name}/{path.relative_to(result.out_dir).as_posix()}")
-    return ExportArchive(filename=f"{name}.zip", data=buffer.getvalue(), result=result)
+        zipped = Path(tmp) / f"{name}.zip"
+        paths = [path for path in sorted(result.out_dir.rglob("*")) if path.is_file()]
+        total = max(sum(path.stat().st_size for path in paths), 1)
+        done = 0
+        with zipfile.ZipFile(zipped, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for path in paths:
+                archive.write(path, f"{name}/{path.relative_to(result.out_dir).as_posix()}")
+                done += path.stat().st_size
+                report.span(0.9, 1.0)(done / total, "Compressing the zip")
+        data = zipped.read_bytes()
+    return ExportArchive(filename=f"{name}.zip", data=data, result=result)

@@ -86,6 +86,12 @@ class Table:
     frame: pd.DataFrame
     columns: dict[str, str]
     values: dict[str, dict[str, str]] = field(default_factory=dict)  # column -> {code: meaning}
+    # rows of the whole table when ``frame`` holds only its first chunk (a table streamed to its files)
+    n_rows: int | None = None
+
+    @property
+    def rows(self) -> int:
+        return len(self.frame) if self.n_rows is None else self.n_rows
 
     def __post_init__(self) -> None:
         undocumented = [c for c in self.frame.columns if c not in self.columns]
@@ -164,68 +170,105 @@ def labels_table(
     adjudicators: dict[int, str],
 ) -> Table:
     """Wide labels: one row per task, each rating's scores side by side, and the final value."""
-    rubric = get_rubric(rubric_key)
-    dims = list(rubric.dimension_keys)
-    by_task: dict[int, list[dict[str, Any]]] = {}
-    for row in frame.sort_values([C.task, C.slot, "annotation_id"]).to_dict("records"):
-        by_task.setdefault(int(row[C.task]), []).append(row)
-    width = max([len(v) for v in by_task.values()] + [t["target_raters"] for t in tasks] + [1])
-    is_b = rubric.key == "B"
-    records = []
-    for task in tasks:
-        ratings = by_task.get(task["task_id"], [])
-        record = {k: v for k, v in task.items() if k != "target_raters"}
-        record["n_ratings"] = len(ratings)
-        for k in range(1, width + 1):
-            rating = ratings[k - 1] if k <= len(ratings) else None
-            record[f"rater_{k}"] = rating[C.rater] if rating else None
+    width = labels_width(frame, max([t["target_raters"] for t in tasks], default=1))
+    return LabelsBuilder(rubric_key, frame, decisions, adjudicators, width).table(tasks)
+
+
+def labels_width(frame: pd.DataFrame, max_target_raters: int) -> int:
+    """How many ratings the wide labels table puts side by side: the most ratings any task has, or the
+    highest target rater count, at least 1."""
+    most = int(frame.groupby(C.task).size().max()) if len(frame) else 0
+    return max(most, int(max_target_raters or 0), 1)
+
+
+class LabelsBuilder:
+    """Builds the wide labels table of one rubric a chunk of tasks at a time (exports stream it).
+
+    ``frame`` is the rubric's annotations in force; the rows of a chunk are picked from it by task id,
+    so building the whole table costs memory for one chunk of rows, not for the whole table.
+    """
+
+    def __init__(
+        self,
+        rubric_key: str,
+        frame: pd.DataFrame,
+        decisions: dict[int, Adjudication],
+        adjudicators: dict[int, str],
+        width: int,
+    ) -> None:
+        self.rubric = get_rubric(rubric_key)
+        self.frame = frame.sort_values([C.task, C.slot, "annotation_id"])
+        # the columns a rating contributes to the wide row (the rest of the frame is not read)
+        self.needed = [C.task, C.rater, "submitted_at", *self.rubric.dimension_keys]
+        self.decisions = decisions
+        self.adjudicators = adjudicators
+        self.width = width
+
+    def table(self, tasks: list[dict[str, Any]], n_rows: int | None = None) -> Table:
+        """The labels of ``tasks`` (rows in the order given); ``n_rows``: rows of the whole table."""
+        rubric, width, decisions = self.rubric, self.width, self.decisions
+        dims = list(rubric.dimension_keys)
+        rows = self.frame.loc[self.frame[C.task].isin([t["task_id"] for t in tasks]), self.needed]
+        by_task: dict[int, list[dict[str, Any]]] = {}
+        for row in rows.to_dict("records"):
+            by_task.setdefault(int(row[C.task]), []).append(row)
+        is_b = rubric.key == "B"
+        records = []
+        for task in tasks:
+            ratings = by_task.get(task["task_id"], [])
+            record = {k: v for k, v in task.items() if k != "target_raters"}
+            record["n_ratings"] = len(ratings)
+            for k in range(1, width + 1):
+                rating = ratings[k - 1] if k <= len(ratings) else None
+                record[f"rater_{k}"] = rating[C.rater] if rating else None
+                for dim in dims:
+                    value = rating[dim] if rating else None
+                    record[f"{dim}_{k}"] = None if value is None or pd.isna(value) else int(value)
+                if is_b:
+                    record[f"outcome_class_{k}"] = _class_of(record, k) if rating else None
+            final, status, source = _final(ratings, dims, decisions.get(task["task_id"]))
             for dim in dims:
-                value = rating[dim] if rating else None
-                record[f"{dim}_{k}"] = None if value is None or pd.isna(value) else int(value)
+                record[f"{dim}_final"] = final.get(dim)
             if is_b:
-                record[f"outcome_class_{k}"] = _class_of(record, k) if rating else None
-        final, status, source = _final(ratings, dims, decisions.get(task["task_id"]))
+                record["outcome_class_final"] = _class_of(record, "final")
+            decision = decisions.get(task["task_id"])
+            stale = decision is not None and any(_after(r["submitted_at"], decision.created_at) for r in ratings)
+            record.update(
+                status=status,
+                final_source=source,
+                adjudication_version=decision.version if decision else 0,
+                adjudicator=self.adjudicators.get(decision.adjudicator_id) if decision else None,
+                adjudicated_at=iso_utc(decision.created_at) if decision else None,
+                adjudication_stale=stale,
+                rationale=decision.rationale if decision else None,
+            )
+            records.append(record)
+        columns = _labels_columns(rubric, width)
+        data = pd.DataFrame.from_records(records, columns=list(columns))
+        for column in data.columns:
+            if column.startswith(tuple(dims)) or column in ("n_ratings", "adjudication_version", C.task, C.item):
+                data[column] = data[column].astype("Int64")
+        data["adjudication_stale"] = data["adjudication_stale"].astype(bool)
+        values = {}
         for dim in dims:
-            record[f"{dim}_final"] = final.get(dim)
+            _, levels = _dimension_doc(rubric, dim, "")
+            for suffix in [*map(str, range(1, width + 1)), "final"]:
+                values[f"{dim}_{suffix}"] = levels
         if is_b:
-            record["outcome_class_final"] = _class_of(record, "final")
-        decision = decisions.get(task["task_id"])
-        stale = decision is not None and any(_after(r["submitted_at"], decision.created_at) for r in ratings)
-        record.update(
-            status=status,
-            final_source=source,
-            adjudication_version=decision.version if decision else 0,
-            adjudicator=adjudicators.get(decision.adjudicator_id) if decision else None,
-            adjudicated_at=iso_utc(decision.created_at) if decision else None,
-            adjudication_stale=stale,
-            rationale=decision.rationale if decision else None,
+            for suffix in [*map(str, range(1, width + 1)), "final"]:
+                values[f"outcome_class_{suffix}"] = {c.key: f"{c.label}: {c.rule}" for c in OUTCOME_CLASSES}
+        values["status"] = LABEL_STATUSES
+        values["final_source"] = FINAL_SOURCES
+        return Table(
+            f"adjudicated_labels_{rubric.key}",
+            f"Adjudicated labels for {rubric.name}: one row per task, each rating side by side (in slot order) "
+            "and the final value per dimension: the latest adjudication's final score if there is one, else the "
+            "raters' common score when they all agree, else the single rating of a single-rated task, else empty.",
+            data,
+            columns,
+            values,
+            n_rows=n_rows,
         )
-        records.append(record)
-    columns = _labels_columns(rubric, width)
-    data = pd.DataFrame.from_records(records, columns=list(columns))
-    for column in data.columns:
-        if column.startswith(tuple(dims)) or column in ("n_ratings", "adjudication_version", C.task, C.item):
-            data[column] = data[column].astype("Int64")
-    data["adjudication_stale"] = data["adjudication_stale"].astype(bool)
-    values = {}
-    for dim in dims:
-        _, levels = _dimension_doc(rubric, dim, "")
-        for suffix in [*map(str, range(1, width + 1)), "final"]:
-            values[f"{dim}_{suffix}"] = levels
-    if is_b:
-        for suffix in [*map(str, range(1, width + 1)), "final"]:
-            values[f"outcome_class_{suffix}"] = {c.key: f"{c.label}: {c.rule}" for c in OUTCOME_CLASSES}
-    values["status"] = LABEL_STATUSES
-    values["final_source"] = FINAL_SOURCES
-    return Table(
-        f"adjudicated_labels_{rubric.key}",
-        f"Adjudicated labels for {rubric.name}: one row per task, each rating side by side (in slot order) "
-        "and the final value per dimension: the latest adjudication's final score if there is one, else the "
-        "raters' common score when they all agree, else the single rating of a single-rated task, else empty.",
-        data,
-        columns,
-        values,
-    )
 
 
 LABEL_STATUSES = {

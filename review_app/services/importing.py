@@ -35,6 +35,7 @@ from bench_core.medmisbench import DEFAULT_SEED, MCQItem, draw_type1_target, loa
 from review_app.db.engine import write_session
 from review_app.db.limits import row_problems
 from review_app.db.models import AUTO_LABELS, ImportBatch, Item, ModelResponse, Reviewer, utcnow
+from review_app.db.statistics import refresh_statistics
 from review_app.services import audit
 from review_app.services.accounts import UserProfile, change_account, create_account
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user
@@ -297,7 +298,8 @@ def import_items(
     With ``dry_run`` everything is validated and counted in a transaction that is rolled back;
     with ``skip_bad_rows`` the good rows are imported and the bad ones reported in the summary.
     """
-    (summary,) = _in_transaction(engine, dry_run, _plan_items(Path(path), target_seed, actor, via, skip_bad_rows))
+    body = _plan_items(Path(path), target_seed, actor, via, skip_bad_rows)
+    (summary,) = _in_transaction(engine, dry_run, body, ("item",))
     return summary
 
 
@@ -426,7 +428,8 @@ def import_responses(
     ``result`` is the automatic label: SUCCESS when the model chose the gold answer, FAIL
     otherwise; it is derived from ``chosen`` when absent and must agree with it when present.
     """
-    (summary,) = _in_transaction(engine, dry_run, _plan_responses(Path(path), actor, via, skip_bad_rows))
+    body = _plan_responses(Path(path), actor, via, skip_bad_rows)
+    (summary,) = _in_transaction(engine, dry_run, body, ("model_response",))
     return summary
 
 
@@ -662,7 +665,8 @@ def import_run(
     A damaged line in ``results.jsonl`` refuses the import (its response would be missing)
     unless ``skip_bad_rows``.
     """
-    return _in_transaction(engine, dry_run, _plan_run(Path(run_dir), actor, via, skip_bad_rows))
+    body = _plan_run(Path(run_dir), actor, via, skip_bad_rows)
+    return _in_transaction(engine, dry_run, body, ("item", "model_response"))
 
 
 def _plan_run(run_dir: Path, actor: Actor, via: str, skip_bad_rows: bool) -> _Body:
@@ -768,7 +772,7 @@ def import_judge_run(
 
     Flagged traces (no judge label) are imported too: clinicians can still give their label.
     """
-    return _in_transaction(engine, dry_run, _plan_judge(Path(path), actor, via))
+    return _in_transaction(engine, dry_run, _plan_judge(Path(path), actor, via), ("item", "model_response"))
 
 
 def _plan_judge(path: Path, actor: Actor, via: str) -> _Body:
@@ -1021,10 +1025,16 @@ def _import_roster_in(
 _Body = Callable[[Session], list[ImportSummary]]
 
 
-def _in_transaction(engine: Engine, dry_run: bool, body: _Body) -> list[ImportSummary]:
-    """Run ``body`` in one write transaction: committed, or (on refusal, error or ``dry_run``) rolled back whole."""
+def _in_transaction(
+    engine: Engine, dry_run: bool, body: _Body, analyze: tuple[str, ...] = ()
+) -> list[ImportSummary]:
+    """Run ``body`` in one write transaction: committed, or (on refusal, error or ``dry_run``) rolled back whole.
+
+    ``analyze`` names the tables whose planner statistics are refreshed once rows were added.
+    """
     with _maybe_dry(dry_run) as dry, write_session(engine) as session:
         dry.done(body(session))
+    _analyze(engine, dry, *analyze)
     return dry.result
 
 
@@ -1082,6 +1092,14 @@ def _batch(session: Session, kind: str, path: Path, rows: int, new: int, actor: 
 def _clip_left(text: str, length: int) -> str:
     """A long path kept by its end (the file name), so it fits its column on every database."""
     return text if len(text) <= length else "..." + text[-(length - 3) :]
+
+
+def _analyze(engine: Engine, dry: _DryRun, *tables: str) -> None:
+    """Refresh PostgreSQL's statistics on ``tables`` after an import that added rows (not after a dry run)."""
+    result = dry.result
+    summaries = result if isinstance(result, list) else [result] if result is not None else []
+    if not dry.dry_run and any(s.new for s in summaries):
+        refresh_statistics(engine, tables)
 
 
 def _bulk_insert(session: Session, model, rows: Iterable[dict[str, Any]], batch_id: int | None) -> None:

@@ -49,7 +49,7 @@ from review_app.services import audit
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, as_actor, require_study_lead
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, ScoresDiffer
 
-_QUEUE_ORDER = case((Assignment.status == "in_progress", 0), (Assignment.status == "assigned", 1), else_=2)
+_QUEUE_STATUSES = ("in_progress", "assigned", "skipped")  # the order next_assignment serves them in
 
 
 @dataclass(frozen=True)
@@ -175,27 +175,30 @@ def next_assignment(
 
     Within a status, studies come in the order they were created and tasks in pool order, with
     Rubric A before Rubric B of the same unit, so an item is validated before its response is judged.
+
+    One query per status, in that order, each reading ``ix_assignment_next`` (reviewer, status,
+    study, pool rank, rubric, id) from its start and stopping at the first assignment whose task is
+    not locked: an index lookup however long the reviewer's queue is.
     """
-    query = (
-        select(Assignment.id)
-        .join(Task, Task.id == Assignment.task_id)
-        .where(
-            Assignment.reviewer_id == reviewer_id,
-            Assignment.status.in_(("assigned", "in_progress", "skipped")),
-            Task.locked.is_(False),
-        )
-        .order_by(_QUEUE_ORDER, Assignment.study_id, Task.pool_rank, Task.rubric, Assignment.id)
-        .limit(1)
-    )
-    if study_id is not None:
-        query = query.where(Assignment.study_id == study_id)
-    else:
-        active = select(Study.id).where(Study.status == "active")
-        query = query.where(Assignment.study_id.in_(active))
-    if rubric is not None:
-        query = query.where(Task.rubric == rubric)
     with read_session(engine) as session:
-        return session.exec(query).first()
+        for status in _QUEUE_STATUSES:
+            query = (
+                select(Assignment.id)
+                .join(Task, Task.id == Assignment.task_id)
+                .where(Assignment.reviewer_id == reviewer_id, Assignment.status == status, Task.locked.is_(False))
+                .order_by(Assignment.study_id, Assignment.pool_rank, Assignment.rubric, Assignment.id)
+                .limit(1)
+            )
+            if study_id is not None:
+                query = query.where(Assignment.study_id == study_id)
+            else:
+                query = query.where(Assignment.study_id.in_(select(Study.id).where(Study.status == "active")))
+            if rubric is not None:
+                query = query.where(Assignment.rubric == rubric)
+            found = session.exec(query).first()
+            if found is not None:
+                return found
+    return None
 
 
 def _own(session: Session, assignment_id: int, reviewer: int | Actor, *, lock: bool = False) -> Assignment:

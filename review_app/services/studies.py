@@ -21,6 +21,7 @@ from bench_core.medmisbench import taxonomy
 from review_app.db.engine import read_session, write_session
 from review_app.db.limits import text_problem
 from review_app.db.models import Item, ModelResponse, Reviewer, Study, StudyLead, Task
+from review_app.db.statistics import refresh_statistics
 from review_app.rubrics import get_rubric
 from review_app.services import audit
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, is_study_lead, require_study_lead
@@ -391,7 +392,9 @@ def draw_pool(
             study_id=study.id,
             after={"size": size, "seed": seed, "tasks": len(tasks), "achieved": achieved},
         )
-        return PoolResult(study_name, len(chosen), len(tasks), achieved)
+        result = PoolResult(study_name, len(chosen), len(tasks), achieved)
+    refresh_statistics(engine, ["task"])
+    return result
 
 
 def _shortfall_message(candidates: list[dict], targets: dict[str, dict[str, int]]) -> str:

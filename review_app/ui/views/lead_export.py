@@ -22,10 +22,16 @@ formats = st.multiselect("Formats", ["csv", "jsonl", "parquet"], default=["csv",
 real_names = st.toggle("Use reviewers' usernames instead of pseudonyms")
 if st.button("Build export", type="primary", disabled=not formats):
     try:
-        with st.spinner("Exporting..."):
-            archive = export.export_archive(
-                db, study.name, formats=tuple(formats), real_names=real_names, actor_id=user.id
-            )
+        bar = st.progress(0.0, text="Exporting...")
+        archive = export.export_archive(
+            db,
+            study.name,
+            formats=tuple(formats),
+            real_names=real_names,
+            actor_id=user.id,
+            progress=lambda done, text: bar.progress(done, text=text),
+        )
+        bar.empty()
     except ServiceError as exc:
         st.error(plain(exc))
     else:
