@@ -3,6 +3,11 @@
 Laid out for a 1366x768 laptop: one header row, then two columns that end at the bottom of the
 window (the material and the score fields scroll inside them), so the start of the material (the
 model response first, for Rubric B) and the Submit button are visible without scrolling the page.
+
+The score panel is a fragment: a score key, a flag or the comment reruns the panel alone (its
+events are handled there, exactly as at the top of a full run: each names its task and dimension).
+A submit reruns the whole page at once (handled at the top, it shows the next task in one run),
+and the panel's follow-up once the submit is answered is a panel rerun again.
 """
 
 import streamlit as st
@@ -95,6 +100,28 @@ right.button(
     help="Ask the study lead to look at this task.",
 )
 
+
+
+@st.fragment
+def _panel(aid: int, page_run: int) -> None:
+    """The score panel; on a rerun of its own, the panel's events first, then the task's saved input."""
+    shown = view
+    if st.session_state.get(_PANEL_RUN) == page_run:  # the panel alone reruns (not the page)
+        if scoring.submit_pending():
+            st.rerun()  # the page handles the submit and moves on to the next task in one run
+        if scoring.handle_events(db, user) is not None:
+            st.rerun()  # stored after all (a repeat): the whole page moves on
+        try:
+            shown = reviewing.open_task(db, aid, user.id)
+        except ServiceError:
+            st.rerun()  # withdrawn or gone meanwhile: the page says so
+    st.session_state[_PANEL_RUN] = page_run
+    scoring.score_panel(shown, get_rubric(shown.rubric))
+
+
+_PANEL_RUN = "mr_panel_page_run"
+page_run = st.session_state.get("mr_page_run", 0) + 1
+st.session_state["mr_page_run"] = page_run
 material_col, score_col = st.columns([11, 9], gap="small")
 with material_col, st.container(key="mr-material"):
     if view.rubric == "judge":
@@ -102,4 +129,4 @@ with material_col, st.container(key="mr-material"):
     else:
         material.render_mcq(view.material)
 with score_col:
-    scoring.score_panel(view, rubric)
+    _panel(aid, page_run)
