@@ -139,19 +139,6 @@ def handle_events(engine, reviewer: Actor) -> int | None:
     return submitted
 
 
-def submit_pending() -> bool:
-    """Whether the panel sent a submit not handled yet (the page, not the panel alone, takes it: it
-    moves on to the next task, so handling it in a panel rerun would only add a run before that)."""
-    state = st.session_state.get(PANEL_KEY) or {}
-    events = state.get("events") if isinstance(state, dict) else None
-    if not isinstance(events, list):
-        return False
-    acks: dict[str, int] = st.session_state.get(_ACK, {})
-    return any(
-        _well_formed(e) and e["t"] == "submit" and e["seq"] > acks.get(e["src"], 0) for e in events[:_MAX_EVENTS]
-    )
-
-
 def _change(engine, reviewer: Actor, event: dict[str, Any]) -> None:
     aid = event["aid"]
     fields: dict[str, Any] = {}
