@@ -153,6 +153,19 @@ def load_annotations(
     gold: str = "exclude",
 ) -> pd.DataFrame:
     """:func:`annotations_frame` inside the caller's session (one snapshot with other reads)."""
+    return _frame(*_fetch(session, study, rubric=rubric, pseudonymise=pseudonymise, task_ids=task_ids, gold=gold))
+
+
+def _fetch(
+    session: Session,
+    study: Study,
+    *,
+    rubric: str | None = None,
+    pseudonymise: bool = True,
+    task_ids: Iterable[int] | None = None,
+    gold: str = "exclude",
+) -> tuple[list, list, dict[int, str], list[str]]:
+    """The rows :func:`_frame` turns into the frame (database work only)."""
     if gold not in GOLD_CHOICES:
         raise InvalidInput(f"gold must be one of {', '.join(GOLD_CHOICES)} (got {gold!r})")
     rubrics = study_rubrics(study, rubric)
@@ -211,9 +224,11 @@ def load_annotations(
         wanted = sorted(set(task_ids))
         query = query.where(Annotation.task_id.in_(wanted))
         score_query = score_query.where(Annotation.task_id.in_(wanted))
-    rows = session.exec(query).all()
-    scores = session.exec(score_query).all()
-    return _frame(rows, scores, names, rubrics)
+    # Core rows (no ORM entity processing): a large study's frame is read in a fraction of the time.
+    connection = session.connection()
+    rows = connection.execute(query).all()
+    scores = connection.execute(score_query).all()
+    return rows, scores, names, rubrics
 
 
 def _frame(rows, scores, names: dict[int, str], rubrics: list[str]) -> pd.DataFrame:
@@ -280,7 +295,11 @@ def annotations_frame(
     kept from a reviewer who left), ``external_id`` (the item's id in its benchmark file) and
     ``unit_key``. Rows are ordered by task, then rater slot. Gold tasks are left out unless
     ``gold`` is ``"only"`` or ``"include"``.
+
+    The rows are read in one short read transaction; the frame is built after it has ended, so a
+    large study's frame never keeps a transaction open (lead pages run while reviewers submit).
     """
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
-        return load_annotations(session, study, rubric=rubric, pseudonymise=pseudonymise, gold=gold)
+        fetched = _fetch(session, study, rubric=rubric, pseudonymise=pseudonymise, gold=gold)
+    return _frame(*fetched)

@@ -39,6 +39,7 @@ from review_app.services.annotations import get_study_row, load_annotations, rat
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
 from review_app.services.export_tables import escape_csv_cell
 from review_app.services.study_analysis import harm_model, harm_spec
+from review_app.services.study_cache import CACHE, study_frame
 
 FINAL_STATUSES = ("unanimous", "adjudicated")
 SETTINGS_KEY = "quality"
@@ -378,6 +379,63 @@ def quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityRepo
         pseudonyms={usernames[k]: pseudonyms[k] for k in usernames},
         n_gold_tasks=len(expected),
     )
+
+
+
+def cached_quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityReport:
+    """:func:`quality_report`, computed once per data version, thresholds, gold answers and harm-model spec.
+
+    The role check and the small settings read run on every call (the cache must not outlive a
+    lead's role); the frames come from the study's shared cache, and the report is shared by every
+    lead and session of the process.
+    """
+    with read_session(engine) as session:
+        require_lead(session, actor)
+        study = get_study_row(session, study_name)
+        expected = {
+            int(g.task_id): dict(g.expected_scores)
+            for g in session.exec(select(GoldTask).where(GoldTask.study_id == study.id))
+        }
+        settings = QualityThresholds.from_dict(study.settings.get(SETTINGS_KEY))
+        spec = harm_spec(session, study)
+    key = (
+        "quality",
+        repr(sorted(settings.to_dict().items())),
+        repr(sorted((k, sorted(v.items())) for k, v in expected.items())),
+        repr(spec),
+    )
+
+    def compute(version: tuple[int, ...]) -> QualityReport:
+        regular = study_frame(engine, study_name, pseudonymise=False, version=version)
+        gold_frame = study_frame(engine, study_name, pseudonymise=False, gold="only", version=version)
+        labels = CACHE.get(
+            engine, study_name, ("rater_labels",), _labels(engine, study_name), version=version, reads_database=True
+        )
+        usernames, pseudonyms = labels
+        result = reviewer_quality(
+            regular,
+            harm=harm_model(regular, spec),
+            gold_annotations=gold_frame,
+            expected=expected,
+            thresholds=settings,
+        )
+        return QualityReport(
+            study=study_name,
+            quality=result,
+            pseudonyms={usernames[k]: pseudonyms[k] for k in usernames},
+            n_gold_tasks=len(expected),
+        )
+
+    return CACHE.get(engine, study_name, key, compute)
+
+
+def _labels(engine: Engine, study_name: str):
+    def read(_version: tuple[int, ...]) -> tuple[dict[int, str], dict[int, str]]:
+        with read_session(engine) as session:
+            study = get_study_row(session, study_name)
+            return rater_labels(session, study.id, pseudonymise=False), rater_labels(session, study.id)
+
+    return read
 
 
 QUALITY_COLUMNS: dict[str, str] = {

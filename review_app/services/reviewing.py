@@ -23,6 +23,8 @@ silently.
 from __future__ import annotations
 
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -303,23 +305,51 @@ def material(item: Item, response: ModelResponse | None, rubric_key: str) -> Tas
     return TaskMaterial(**view)
 
 
+_MATERIAL_ENTRIES = 4096
+_material_cache: OrderedDict[tuple, TaskMaterial] = OrderedDict()
+_material_lock = threading.Lock()
+
+
+def _cached_material(session: Session, engine: Engine, task: Task) -> TaskMaterial:
+    """A task's material, prepared once per item, response and rubric for the whole process.
+
+    Items and responses are never changed once imported (a re-import adds or skips rows), so the
+    material of a task never changes either: the review page's reruns (a score, a submit, the next
+    task) read only the assignment's own rows, not the item's text again.
+    """
+    key = (str(engine.url), task.item_id, task.response_id, task.rubric)
+    with _material_lock:
+        found = _material_cache.get(key)
+        if found is not None:
+            _material_cache.move_to_end(key)
+            return found
+    item = session.get(Item, task.item_id)
+    response = session.get(ModelResponse, task.response_id) if task.response_id is not None else None
+    shown = material(item, response, task.rubric)
+    with _material_lock:
+        _material_cache[key] = shown
+        while len(_material_cache) > _MATERIAL_ENTRIES:
+            _material_cache.popitem(last=False)
+    return shown
+
+
 def open_task(engine: Engine, assignment_id: int, reviewer_id: int) -> TaskView:
     """The material of one task for its reviewer; marks a new task as started."""
     with read_session(engine) as session:
-        # One round trip for everything but the submitted scores: this runs on every page rerun.
+        # One round trip for the assignment's own state: this runs on every page rerun. The material
+        # (item and response text) is prepared once per task (``_cached_material``).
         row = session.exec(
-            select(Assignment, Task, Study.name, Item, ModelResponse, Draft)
+            select(Assignment, Task, Study.name, Draft)
             .join(Task, Task.id == Assignment.task_id)
             .join(Study, Study.id == Assignment.study_id)
-            .join(Item, Item.id == Task.item_id)
-            .outerjoin(ModelResponse, ModelResponse.id == Task.response_id)
             .outerjoin(Draft, Draft.assignment_id == Assignment.id)
             .where(Assignment.id == assignment_id)
         ).first()
         if row is None:
             raise NotFound("this task no longer exists")
-        assignment, task, study_name, item, response, draft = row
+        assignment, task, study_name, draft = row
         _check_owner(assignment, reviewer_id)
+        shown = _cached_material(session, engine, task)
         submitted = _current(session, assignment.id) if assignment.status == "submitted" else None
     view: dict[str, Any] = {
         "assignment_id": assignment.id,
@@ -329,7 +359,7 @@ def open_task(engine: Engine, assignment_id: int, reviewer_id: int) -> TaskView:
         "status": assignment.status,
         "locked": task.locked,
         "flagged": assignment.flagged,
-        "material": material(item, response, task.rubric),
+        "material": shown,
         "submitted": submitted,
         "draft": dict(draft.payload) if draft else {},
         "draft_seconds": draft.seconds_on_task if draft else 0.0,

@@ -14,33 +14,13 @@ import streamlit as st
 from review_app.analysis.reviewer_quality import drift_limit
 from review_app.services import planning, quality
 from review_app.services.errors import ServiceError
-from review_app.services.study_analysis import analysis_options, data_version
-
-
-@st.cache_resource(max_entries=16, show_spinner=False)
-def _cached_report(
-    url: str, study: str, version: tuple, thresholds: tuple, options: str, actor_id: int
-) -> quality.QualityReport:
-    from review_app.db.connect import get_engine
-    from review_app.services.actors import Actor
-
-    return quality.quality_report(get_engine(url), Actor(actor_id), study)
 
 
 def report_for(db, user, study: str) -> quality.QualityReport:
     """The study's reviewer-quality report, recomputed exactly when ratings, gold tasks, thresholds or the
-    study's analysis options change."""
-    quality.check_lead(db, user)  # the cache below must not outlive the lead's role
-    settings = quality.thresholds(db, study).to_dict()
+    study's analysis options change (one copy shared by every lead: ``services.study_cache``)."""
     with st.spinner("Computing reviewer quality..."):
-        return _cached_report(
-            db.url.render_as_string(hide_password=False),
-            study,
-            data_version(db, study),
-            tuple(sorted(settings.items())),
-            analysis_options(db, study).key(),
-            user.id,
-        )
+        return quality.cached_quality_report(db, user, study)
 
 
 def show_alerts(db, user, study: str) -> None:

@@ -13,7 +13,7 @@ from review_app.services import studies
 from review_app.services.errors import ServiceError
 from review_app.services.study_analysis import AnalysisOptions, save_analysis_options
 from review_app.ui.components import charts
-from review_app.ui.components.analysis_cache import analysis_for
+from review_app.ui.components.analysis_cache import analysis_for, rubric_a_intervals_for
 from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, flash, require_role, show_flashes
@@ -112,6 +112,12 @@ if "B" in study.rubric_keys:
 if analysis.rubric_a is not None:
     st.markdown("#### Rubric A: item validation")
     a = analysis.rubric_a
+    if st.toggle(
+        "Bootstrap CIs for the means (2,000 task resamples)",
+        key=f"rubric_a_bootstrap:{study.name}",
+        help="Computed once per data version, then reused; the export always includes them.",
+    ):
+        a = rubric_a_intervals_for(db, study.name) or a
     st.text(a.summary())
     st.plotly_chart(charts.pass_rates(a.to_frame()), width="stretch")
     st.dataframe(a.to_frame(), hide_index=True, width="stretch")
