@@ -31,7 +31,7 @@ def _page(page: str):
 
 def _harm_table(at) -> pd.DataFrame:
     table = next(d.value for d in at.dataframe if "Odds ratio" in d.value.columns)
-    return table.assign(term=[f"{f}[{lv}]" if lv else f for f, lv in zip(table["Factor"], table["Level"])])
+    return table.assign(term=[f"{f}[{lv}]" if lv else f for f, lv in zip(table["Factor"], table["Level"], strict=True)])
 
 
 def _no_worst_case_in(engine, column: str, level: str) -> int:

@@ -32,7 +32,9 @@ def test_agreement_dashboard_shows_the_analysis_numbers(demo_db):
     a_rows = expected[expected["rubric"] == "A"]
     assert list(shown["Dimension"]) == list(a_rows["score_name"])
     assert list(shown["Estimate"]) == [f"{v:.2f}" for v in a_rows["coefficient"].astype(float)]
-    assert list(shown["95% CI"]) == [f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(a_rows["ci_low"], a_rows["ci_high"])]
+    assert list(shown["95% CI"]) == [
+        f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(a_rows["ci_low"], a_rows["ci_high"], strict=True)
+    ]
     assert list(shown["Tasks (N)"]) == list(a_rows["n_units"])
     assert len(at.get("plotly_chart")) == 4  # forest plot and score usage per rubric
 
