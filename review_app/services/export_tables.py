@@ -110,7 +110,7 @@ def column_type(series: pd.Series) -> str:
 def _dimension_doc(rubric: Rubric, key: str, what: str) -> tuple[str, dict[str, str]]:
     dimension = rubric.dimension(key)
     values = {str(level.value): f"{level.label}: {level.anchor}" for level in dimension.levels}
-    return f"{what} {dimension.name} (rubric {rubric.key}): {dimension.question}", values
+    return f"{what} {dimension.reported_name} (rubric {rubric.key}): {dimension.question}", values
 
 
 RAW_COLUMNS: dict[str, str] = {
