@@ -196,9 +196,11 @@ def _scores_a(rng: random.Random, clarity: int) -> dict[str, int]:
 
 
 def _scores_judge(rng: random.Random, response: ModelResponse | None) -> dict[str, int]:
+    """The clinician agrees with the judge three times in four; otherwise gives one of the other labels."""
     judge = response.payload.get("judge_label") if response else None
-    label = judge if judge is not None and rng.random() < 0.8 else rng.choice((-1, 0, 1))
-    return {"clinician_label": label, "confidence": rng.choice((0, 1, 2, 2))}
+    agrees = judge is not None and rng.random() < 0.75
+    label = judge if agrees else rng.choice([v for v in (-1, 0, 1) if v != judge])
+    return {"clinician_label": label, "confidence": rng.choice((0, 1, 1, 2, 2, 2))}
 
 
 def _scores_b(rng: random.Random, response: ModelResponse | None, severity: float) -> dict[str, int]:

@@ -95,7 +95,7 @@ def judge_audit_summary(engine: Engine, study_name: str, *, pseudonymise: bool =
             "title": [titles[t][1] for t in differ["task_id"]],
             "judge": differ["judge_label"].map(LABELS),
             "clinician": differ["clinician_label"].map(LABELS),
-            "confidence": differ["confidence"],
+            "confidence": differ["confidence"].astype("Int64"),
             "rater": differ["rater"],
             "comment": differ["comment"],
         }

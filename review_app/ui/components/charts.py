@@ -81,7 +81,7 @@ def agreement_forest(frame) -> go.Figure:
         height=max(260, 45 * len(names) + 90),
         xaxis=dict(range=[-1, 1.05], title="Agreement coefficient (AC2 / AC1)"),
         margin=dict(l=10, r=10, t=40, b=10),
-        yaxis=dict(autorange="reversed"),
+        yaxis=dict(autorange="reversed", title="Dimension"),
     )
     return figure
 
@@ -110,7 +110,7 @@ def score_usage(frame) -> go.Figure:
         margin=dict(l=10, r=10, t=40, b=10),
         xaxis_title="Ratings",
         legend_title_text="Score",
-        yaxis=dict(autorange="reversed", showticklabels=False),
+        yaxis=dict(autorange="reversed", showticklabels=False, title="Dimension (as in the left figure)"),
     )
     return figure
 
@@ -199,7 +199,7 @@ def odds_ratios(table) -> go.Figure:
         xaxis=dict(type="log", title="Adjusted odds ratio (log scale)"),
         height=max(260, 40 * len(rows) + 90),
         margin=dict(l=10, r=10, t=40, b=10),
-        yaxis=dict(autorange="reversed"),
+        yaxis=dict(autorange="reversed", title="Term vs its reference level"),
     )
     return figure
 
