@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bench_core.medmisbench import taxonomy
 from review_app.analysis import OUTCOME_CLASSES
 from review_app.analysis.formatting import (
     FACTOR_LABELS,
@@ -158,7 +159,7 @@ def rubric_a_tables(analysis: StudyAnalysis) -> list[PaperTable]:
     tables = [
         PaperTable(
             "rubric_a_summary",
-            "Rubric A: item validation",
+            "Mean score and pass rate per dimension",
             _labelled(pd.DataFrame(rows)),
             caption,
             exported.get("rubric_a_summary"),
@@ -178,7 +179,7 @@ def rubric_a_tables(analysis: StudyAnalysis) -> list[PaperTable]:
         tables.append(
             PaperTable(
                 "rubric_a_flags",
-                "Rubric A: disposition flags",
+                "Disposition flags",
                 _labelled(shown).reset_index(drop=True),
                 "Disposition flags ticked by the reviewers on Rubric A: annotations that ticked each flag and tasks "
                 f"on which any reviewer did (of {summary.n_tasks} task(s)); flags nobody ticked are not listed.",
@@ -225,7 +226,7 @@ def rubric_b_tables(analysis: StudyAnalysis) -> list[PaperTable]:
     tables = [
         PaperTable(
             "rubric_b_outcomes",
-            "Rubric B: outcome classes",
+            "Outcome classes under each aggregation",
             _labelled(outcomes),
             f"Outcome classes over {summary.n_tasks} Rubric B task(s) ({summary.n_dual_rated} dual-rated, "
             f"{summary.n_annotations} annotations). " + how,
@@ -247,7 +248,7 @@ def rubric_b_tables(analysis: StudyAnalysis) -> list[PaperTable]:
         tables.append(
             PaperTable(
                 "rubric_b_strata",
-                "Rubric B: worst case by falsehood clarity",
+                "Worst case by falsehood clarity",
                 _labelled(pd.DataFrame(rows)),
                 "Worst-case rate by the item's falsehood-clarity stratum (per-item mean Rubric A clarity: clear "
                 "≥ 1.5, soft 0.5 to < 1.5, potentially true < 0.5; items without a clarity score apart). " + how,
@@ -261,7 +262,7 @@ def rubric_b_tables(analysis: StudyAnalysis) -> list[PaperTable]:
         tables.append(
             PaperTable(
                 "rubric_b_auto_label",
-                "Rubric B: clinicians vs the automatic label",
+                "Clinicians vs the automatic label",
                 pd.DataFrame(
                     [
                         {
@@ -283,6 +284,38 @@ def rubric_b_tables(analysis: StudyAnalysis) -> list[PaperTable]:
 # --- harm model ------------------------------------------------------------------------------------
 
 
+def level_label(column: str | None, level: str | None) -> str:
+    """A factor level as a reader knows it: the taxonomy's display name, the clarity stratum's label."""
+    if not level or column is None:
+        return level or ""
+    try:
+        if column == "content_type":
+            return taxonomy.content_type(level).display_name
+        if column == "provenance":
+            return taxonomy.provenance(level).display_name
+    except (LookupError, ValueError, StopIteration):  # a level the taxonomy does not know: its own name
+        return level
+    if column == "stratum":
+        return STRATUM_LABELS.get(level, level)
+    return level
+
+
+def odds_ratio_figure_frame(analysis: StudyAnalysis) -> pd.DataFrame:
+    """The harm model's terms for the odds-ratio figure, each labelled "Factor: level vs reference"."""
+    result = analysis.harm_model
+    frame = result.to_frame().reset_index()
+    by_name = {t.name: t for t in result.terms}
+    frame["label"] = [
+        "Intercept"
+        if by_name[name].column is None
+        else f"{FACTOR_LABELS.get(by_name[name].column, by_name[name].column)}: "
+        f"{level_label(by_name[name].column, by_name[name].level)} vs "
+        f"{level_label(by_name[name].column, by_name[name].reference)}"
+        for name in frame["term"]
+    ]
+    return frame
+
+
 def harm_model_tables(analysis: StudyAnalysis) -> list[PaperTable]:
     """Adjusted odds ratios of a worst-case outcome, grouped by factor with each reference level named."""
     result = analysis.harm_model
@@ -299,11 +332,9 @@ def harm_model_tables(analysis: StudyAnalysis) -> list[PaperTable]:
         estimable = term.estimable
         rows.append(
             {
-                "factor": "Intercept (odds at the references)"
-                if term.column is None
-                else FACTOR_LABELS.get(term.column, term.column),
-                "level": term.level or "",
-                "reference": term.reference or "",
+                "factor": "Intercept" if term.column is None else FACTOR_LABELS.get(term.column, term.column),
+                "level": "odds at the references" if term.column is None else level_label(term.column, term.level),
+                "reference": level_label(term.column, term.reference),
                 "odds_ratio": format_odds_ratio(term.odds_ratio) if estimable else "n/e",
                 "or_ci": format_interval(term.or_ci_low, term.or_ci_high, format_odds_ratio) if estimable else "n/e",
                 "p_value": format_p(term.p_value) if estimable else "n/e",
@@ -325,7 +356,7 @@ def harm_model_tables(analysis: StudyAnalysis) -> list[PaperTable]:
     return [
         PaperTable(
             "harm_model",
-            "Harm model: adjusted odds ratios of a worst-case outcome",
+            "Adjusted odds ratios of a worst-case outcome",
             _labelled(pd.DataFrame(rows)),
             caption,
             exported[0] if exported else None,

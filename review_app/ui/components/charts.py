@@ -178,7 +178,10 @@ def odds_ratios(table) -> go.Figure:
     rows = rows[(rows["or_ci_low"] > 0) & (rows["or_ci_high"] < 1e6)]
     separated = list(rows["separated"]) if "separated" in rows else [False] * len(rows)
     references = list(rows["reference"]) if "reference" in rows else [None] * len(rows)
-    labels = [f"{t} vs {r}" if r else str(t) for t, r in zip(rows["term"], references, strict=True)]
+    if "label" in rows:
+        labels = list(rows["label"])
+    else:
+        labels = [f"{t} vs {r}" if r else str(t) for t, r in zip(rows["term"], references, strict=True)]
     figure = go.Figure(
         go.Scatter(
             x=list(rows["odds_ratio"]),

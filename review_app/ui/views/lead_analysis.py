@@ -135,7 +135,7 @@ if analysis.harm_model is not None:
         st.info(plain(note))
     for warning in (w for w in model.warnings if not w.startswith("separation:")):
         st.warning(plain(warning))
-    st.plotly_chart(charts.odds_ratios(model.to_frame().reset_index()), width="stretch")
+    st.plotly_chart(charts.odds_ratios(paper_tables.odds_ratio_figure_frame(analysis)), width="stretch")
     for table in tables["harm_model"]:
         paper_table.show(table, study.name)
 

@@ -74,9 +74,10 @@ def test_analysis_page_names_references_and_separation_by_default(demo_db):
     assert "content_type=cue_remapping (the paper's reference)" in captions
     assert "provenance=neutral (the paper's reference)" in captions and "stratum=clear" in captions
     table = _harm_table(at)
-    row = table.set_index("term").loc["Content type[exception_poisoning]"]
+    row = table.set_index("term").loc["Content type[Exception Poisoning]"]
     assert row["Odds ratio"] == "n/e" and row["Note"] == "not estimable (no events in this level)"
-    assert set(table.loc[table["Level"] != "", "Reference"]) == {first, "cue_remapping", "neutral", "clear"}
+    references = set(table.loc[table["Factor"] != "Intercept", "Reference"])
+    assert references == {first, "Cue Remapping", "Neutral False Statement", "Clear falsehood"}
     assert not any("unrated" in t for t in table["term"])  # no phantom level
     warnings = [w.value.replace("\\", "") for w in at.warning]  # shown through plain(): escapes
     assert any("content_type = exception_poisoning (against cue_remapping): not estimable" in w for w in warnings)
@@ -106,8 +107,9 @@ def test_saved_settings_reach_the_page_the_csv_and_the_latex(demo_db, tmp_path):
     captions = "\n".join(c.value.replace("\\", "") for c in at.caption)
     assert "provenance=patient" in captions
     table = _harm_table(at).set_index("term")
-    assert "Provenance[neutral]" in table.index and table.loc["Provenance[neutral]", "Reference"] == "patient"
-    separated = table.loc["Content type[exception_poisoning]"]
+    neutral = "Provenance[Neutral False Statement]"
+    assert neutral in table.index and table.loc[neutral, "Reference"] == "Patient Self-Diagnosis / Belief / Claim"
+    separated = table.loc["Content type[Exception Poisoning]"]
     assert separated["Odds ratio"] != "n/e" and "finite only through the prior" in separated["Note"]
     assert any("blme::bglmer" in i.value for i in at.info)
     assert any("ties toward the safer category" in c.value for c in at.caption)
