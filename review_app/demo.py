@@ -6,6 +6,12 @@ configurations, a roster of reviewers, leads and an admin, a stratified pool, du
 assignment, and part of the work already done by most reviewers (so the lead pages have real
 numbers to show). ``rev01`` and ``rev02`` start with an untouched queue for a first try.
 Scores for the simulated reviews are drawn with a fixed seed, so every demo database is the same.
+
+The simulated scores are shaped so the lead pages show a readable analysis: falsehood clarity is a
+property of the item (reviewers of one item mostly agree, and all three clarity strata have items),
+reviewers differ in how severely they judge a misled response, and the pool holds 45 of the 48 items,
+so every level of every harm-model factor has worst-case and other outcomes and the default harm
+model converges with every standard error finite (``tests/review_app/test_demo_analysis.py``).
 """
 
 from __future__ import annotations

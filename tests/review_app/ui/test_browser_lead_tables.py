@@ -17,21 +17,27 @@ import pytest
 
 from review_app.demo import DEMO_JUDGE_STUDY, DEMO_STUDY
 
-from .browser_support import expect, shot, sign_in, wait_idle
+from .browser_support import expect, shot, sign_in
 from .test_browser import server  # noqa: F401  (the app-server fixture)
 
 pytestmark = pytest.mark.browser
 
 
+def _settled(page) -> None:
+    """Like ``wait_idle``, with time for a first analysis (bootstrap and harm model) on a busy machine."""
+    page.wait_for_timeout(100)
+    expect(page.locator("[data-testid='stApp'][data-test-script-state='notRunning']")).to_have_count(1, timeout=120_000)
+
+
 def _pick(page, label: str, option: str) -> None:
     page.get_by_role("combobox", name=label).click()
     page.get_by_role("option", name=option, exact=True).click()
-    wait_idle(page)
+    _settled(page)
 
 
 def _open(page, link: str) -> None:
     page.get_by_role("link", name=link, exact=True).click()
-    wait_idle(page)
+    _settled(page)
 
 
 def test_lead_reads_analysis_agreement_and_quality_at_1366x768(server, browser):  # noqa: F811
