@@ -209,8 +209,9 @@ def rubric_b_tables(analysis: StudyAnalysis) -> list[PaperTable]:
     latex = export_latex.latex_tables(analysis)
     aggregations = [a for a in AGGREGATIONS if a in summary.rates]
     how = (
-        "Aggregation of dual ratings: conservative (primary) takes the worse of the reviewers' classes, strict "
-        "counts a class only when every reviewer gives it, mean-reviewer rounds each dimension's mean to the "
+        "Aggregation of dual ratings: conservative (primary) takes the most severe class any reviewer gave, strict "
+        "counts a class only when every reviewer gives it (its rates need not add to 100%), mean-reviewer rounds "
+        "each dimension's mean to the "
         f"scale, a mean halfway between two levels {summary.tie_rule_label} ({summary.n_mean_ties} task(s) "
         "had a tied mean"
         + ("; they leave the mean-reviewer denominators" if summary.tie_rule == "exclude" else "")

@@ -250,3 +250,18 @@ def test_confidence_limits_are_clipped_to_the_coefficient_range() -> None:
     assert result.coefficient < 0
     boot = agreement(data, "score", n_boot=200, seed=1)
     assert -1.0 <= boot.bootstrap_ci[0] <= boot.bootstrap_ci[1] <= 1.0
+
+
+def test_report_frame_keeps_every_category_of_every_score():
+    """Judge audit: the label is -1/0/1 and the confidence 0/1/2; the frame counts 2 (it once took the first
+    score's columns only, so the confidence chart lost its 2)."""
+    rows = [
+        {"task_id": t, "rater": r, "rubric": "judge", "clinician_label": label, "confidence": conf}
+        for t, (label, conf) in enumerate([(-1, 2), (0, 2), (1, 1), (1, 2)])
+        for r in ("R01", "R02")
+    ]
+    frame = agreement_report(pd.DataFrame(rows), "judge").to_frame()
+    counts = [c for c in frame.columns if c.startswith("n_score_")]
+    assert counts == ["n_score_-1", "n_score_0", "n_score_1", "n_score_2"]
+    assert int(frame.loc["confidence", "n_score_2"]) == 6 and int(frame.loc["confidence", "n_score_1"]) == 2
+    assert pd.isna(frame.loc["clinician_label", "n_score_2"]) and pd.isna(frame.loc["confidence", "n_score_-1"])
