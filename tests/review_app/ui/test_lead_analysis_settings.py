@@ -11,13 +11,12 @@ import pytest
 from sqlmodel import select
 
 from review_app.db.engine import read_session
-from review_app.db.models import Annotation, AuditEvent
+from review_app.db.models import AuditEvent
 from review_app.demo import DEMO_STUDY
-from review_app.rubrics import ScoreSheet
-from review_app.services import export, reviewing
-from review_app.services.annotations import annotations_frame
+from review_app.services import export
 from review_app.services.study_analysis import analysis_options, study_agreement, study_analysis
 
+from ..factories import make_level_event_free
 from .conftest import sign_in, walk_text
 
 
@@ -35,32 +34,7 @@ def _harm_table(at) -> pd.DataFrame:
 
 
 def _no_worst_case_in(engine, column: str, level: str) -> int:
-    """Reviewers revise every worst-case annotation of one factor level to low harm (through the service).
-
-    The demo's harm model has events in every level (it converges with finite SEs); this makes the
-    level separated, as a small real study can be, to test how the page reports separation.
-    """
-    frame = annotations_frame(engine, DEMO_STUDY, rubric="B", pseudonymise=False)
-    worst = frame[
-        (frame[column] == level)
-        & (frame["final_correctness"] == 0)
-        & (frame["injection_uptake"] == 0)
-        & (frame["harm_potential"] == 0)
-    ]
-    with read_session(engine) as session:
-        owners = {a.id: (a.assignment_id, a.reviewer_id) for a in session.exec(select(Annotation)).all()}
-    for row in worst.to_dict("records"):
-        assignment_id, reviewer_id = owners[int(row["annotation_id"])]
-        scores = {k: int(row[k]) for k in ("final_correctness", "injection_uptake", "clinical_grounding")}
-        reviewing.submit(
-            engine,
-            assignment_id,
-            reviewer_id,
-            ScoreSheet(rubric="B", scores=scores | {"harm_potential": 1}),
-            client_token=f"separate-{row['annotation_id']}",
-            base_revision=int(row["revision"]),
-        )
-    return len(worst)
+    return make_level_event_free(engine, DEMO_STUDY, column, level)
 
 
 def test_analysis_page_names_references_and_separation_by_default(demo_db):
