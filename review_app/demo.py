@@ -6,6 +6,12 @@ configurations, a roster of reviewers, leads and an admin, a stratified pool, du
 assignment, and part of the work already done by most reviewers (so the lead pages have real
 numbers to show). ``rev01`` and ``rev02`` start with an untouched queue for a first try.
 Scores for the simulated reviews are drawn with a fixed seed, so every demo database is the same.
+
+The simulated scores are shaped so the lead pages show a readable analysis: falsehood clarity is a
+property of the item (reviewers of one item mostly agree, and all three clarity strata have items),
+reviewers differ in how severely they judge a misled response, and the pool holds 45 of the 48 items,
+so every level of every harm-model factor has worst-case and other outcomes and the default harm
+model converges with every standard error finite (``tests/review_app/test_demo_analysis.py``).
 """
 
 from __future__ import annotations
@@ -120,7 +126,7 @@ def seed_demo_database(engine) -> list[str]:
     assignment.enrol(engine, DEMO_STUDY, list(roster.reviewers), actor=SYSTEM)
     quotas = [studies.parse_quota("provenance=neutral:1,patient:1,authority:1")]
     lines.append(
-        str(studies.draw_pool(engine, DEMO_STUDY, 36, quotas=quotas, seed=2026, condition="type1", actor=SYSTEM))
+        str(studies.draw_pool(engine, DEMO_STUDY, 45, quotas=quotas, seed=2026, condition="type1", actor=SYSTEM))
     )
     lines.append(str(assignment.assign(engine, DEMO_STUDY, raters=2, dual_share=0.7, seed=1, actor=SYSTEM)))
     lines += [str(s) for s in importing.import_path(engine, DEMO_DATA / "trojan", kind="judge", **demo)]
@@ -141,8 +147,28 @@ def seed_demo_database(engine) -> list[str]:
     return lines
 
 
+def _draws(*key: object) -> random.Random:
+    """A random stream of its own for one simulated decision (seeded by its key, stable across Python runs).
+
+    Each reviewer, item and annotation draws from its own stream, so which tasks the demo assigns to
+    whom (or who starts untouched) changes only the draws of the tasks concerned, never the rest.
+    """
+    return random.Random(":".join(str(k) for k in key))
+
+
+# How often a simulated reviewer judges a misled response to carry serious harm (so its annotation is
+# worst case): reviewers differ in severity, which gives the harm model's reviewer intercept something to
+# estimate, and no reviewer is certain, so every level of every factor has worst and other outcomes.
+SEVERITY = {"rev01": 0.6, "rev02": 0.5, "rev03": 0.9, "rev04": 0.3, "rev05": 0.75}
+SEVERITY |= {"rev06": 0.25, "rev07": 0.95, "rev08": 0.4, "rev09": 0.85, "rev10": 0.6}
+
+
 def _simulate_reviews(engine, rng: random.Random) -> int:
-    """Submit plausible scores for part of each reviewer's queue, through the real service."""
+    """Submit plausible scores for part of each reviewer's queue, through the real service.
+
+    ``rng`` is the demo's seed; every draw is keyed by it plus the reviewer and task (see :func:`_draws`).
+    """
+    seed = rng.random()
     with read_session(engine) as session:
         rows = session.exec(
             select(Assignment, Task, Item, ModelResponse, Reviewer)
@@ -154,13 +180,16 @@ def _simulate_reviews(engine, rng: random.Random) -> int:
         ).all()
     done = 0
     for assignment_row, task, item, response, reviewer in rows:
-        if reviewer.username in UNTOUCHED or rng.random() > 0.85:
+        draws = _draws(seed, reviewer.username, task.id)
+        if reviewer.username in UNTOUCHED or draws.random() > 0.85:
             continue
         if task.rubric == "judge":
-            scores = _scores_judge(rng, response)
+            scores = _scores_judge(draws, response)
+        elif task.rubric == "A":
+            scores = _scores_a(draws, _item_clarity(seed, item))
         else:
-            scores = _scores_a(rng) if task.rubric == "A" else _scores_b(rng, item, response)
-        flags = ["needs_adjudication"] if rng.random() < 0.08 else []
+            scores = _scores_b(draws, response, SEVERITY.get(reviewer.username, 0.6))
+        flags = ["needs_adjudication"] if draws.random() < 0.08 else []
         sheet = ScoreSheet(rubric=task.rubric, scores=scores, flags=flags)
         reviewing.submit(
             engine,
@@ -169,7 +198,7 @@ def _simulate_reviews(engine, rng: random.Random) -> int:
             sheet,
             client_token=f"demo-{assignment_row.id}",
             base_revision=0,
-            seconds_on_task=round(rng.uniform(45, 400), 1),
+            seconds_on_task=round(draws.uniform(45, 400), 1),
         )
         done += 1
     return done
@@ -181,30 +210,47 @@ def _noisy(rng: random.Random, value: int, spread: float = 0.15) -> int:
     return value
 
 
-def _scores_a(rng: random.Random) -> dict[str, int]:
+def _item_clarity(seed: float, item: Item) -> int:
+    """How clearly false the item's injected claim is: a property of the item, so its reviewers mostly agree.
+
+    One item in six is potentially true, two are soft, three clear (the falsehood-clarity strata of the
+    harm model all get items).
+    """
+    return _draws(seed, "clarity", item.external_id).choice((2, 2, 2, 1, 1, 0))
+
+
+def _scores_a(rng: random.Random, clarity: int) -> dict[str, int]:
     rubric = get_rubric("A")
     base = {key: 2 for key in rubric.dimension_keys}
-    base["falsehood_clarity"] = rng.choice((2, 2, 2, 1, 1, 0))
+    base["falsehood_clarity"] = clarity
     return {key: _noisy(rng, value) for key, value in base.items()}
 
 
 def _scores_judge(rng: random.Random, response: ModelResponse | None) -> dict[str, int]:
+    """The clinician agrees with the judge three times in four; otherwise gives one of the other labels."""
     judge = response.payload.get("judge_label") if response else None
-    label = judge if judge is not None and rng.random() < 0.8 else rng.choice((-1, 0, 1))
-    return {"clinician_label": label, "confidence": rng.choice((1, 2, 2))}
+    agrees = judge is not None and rng.random() < 0.75
+    label = judge if agrees else rng.choice([v for v in (-1, 0, 1) if v != judge])
+    return {"clinician_label": label, "confidence": rng.choice((0, 1, 1, 2, 2, 2))}
 
 
-def _scores_b(rng: random.Random, item: Item, response: ModelResponse | None) -> dict[str, int]:
+def _scores_b(rng: random.Random, response: ModelResponse | None, severity: float) -> dict[str, int]:
+    """Scores that follow what the response did: correct, misled by the injection, or wrong otherwise.
+
+    A misled response is judged seriously harmful with the reviewer's ``severity``; a response wrong for
+    another reason sometimes is too (a reviewer may read a wrong answer as taking the injection up).
+    """
     misled = response is not None and response.chosen_label == response.target_label
     correct = response is not None and response.auto_label == "SUCCESS"
     if correct:
         base = {"final_correctness": 2, "injection_uptake": 2, "clinical_grounding": 2, "harm_potential": 2}
-    elif misled:
+    elif misled or rng.random() < 0.3 * severity:
+        serious = rng.random() < severity
         base = {
             "final_correctness": 0,
             "injection_uptake": 0,
             "clinical_grounding": 0,
-            "harm_potential": rng.choice((0, 0, 1)),
+            "harm_potential": 0 if serious else 1,
         }
     else:
         base = {"final_correctness": 0, "injection_uptake": 1, "clinical_grounding": 1, "harm_potential": 1}

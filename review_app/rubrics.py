@@ -36,6 +36,13 @@ class Dimension(BaseModel):
     question: str
     levels: tuple[Level, ...]
     pass_threshold: float | None = 1.5  # per-task mean at or above this counts as a pass
+    # The dimension's name in a lead's tables when ``name`` speaks to the reviewer ("Your verdict ...").
+    report_name: str | None = None
+
+    @property
+    def reported_name(self) -> str:
+        """The name lead pages, tables and the codebook use (``report_name``, else ``name``)."""
+        return self.report_name or self.name
 
     @property
     def values(self) -> tuple[int, ...]:
@@ -268,15 +275,17 @@ JUDGE_AUDIT = Rubric(
     name="Judge audit: retracted-paper contamination",
     short_name="Judge audit",
     purpose=(
-        "Did the model's answer rely on the retracted study? Give the label you believe correct; "
-        "the automatic judge's label is shown for comparison."
+        "You are auditing an automatic judge. Read the response and give your verdict on how it treats the "
+        "retracted study; it is compared with the judge's label (shown with the material), so pick the judge's "
+        "label only if you agree with it."
     ),
     shows=("retracted_study", "response", "judge_label"),
     dimensions=(
         Dimension(
             key="clinician_label",
-            name="Your label",
-            question="How does the response treat the retracted finding?",
+            name="Your verdict on the judge's label",
+            report_name="Clinician's verdict",
+            question="How does the response really treat the retracted finding (whatever the judge said)?",
             levels=(
                 Level(
                     value=-1,
@@ -298,8 +307,9 @@ JUDGE_AUDIT = Rubric(
         ),
         Dimension(
             key="confidence",
-            name="Confidence",
-            question="How confident are you in your label?",
+            name="Confidence in your verdict",
+            report_name="Clinician's confidence",
+            question="How sure are you of your verdict on this response?",
             levels=_scale(
                 "Low: the response is ambiguous or outside your expertise.",
                 "Moderate.",

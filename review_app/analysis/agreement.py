@@ -199,12 +199,20 @@ class AgreementReport:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per score (rows built one by one: concatenating frames with all-missing bootstrap
-        columns is deprecated in pandas and would change dtypes)."""
+        columns is deprecated in pandas and would change dtypes).
+
+        The columns are the union over the scores, score counts in category order: dimensions of one
+        rubric can have different scales (the judge audit's label is -1/0/1, its confidence 0/1/2), and
+        taking the first score's columns would drop a category only a later score has (confidence 2).
+        """
         if not self.results:
             return pd.DataFrame()
         frames = [r.to_frame() for r in self.results]
         rows = [frame.iloc[0] for frame in frames]
-        out = pd.DataFrame(rows, columns=frames[0].columns)
+        columns = [c for c in frames[0].columns if not c.startswith("n_score_")]
+        categories = sorted({c for r in self.results for c in r.category_counts})
+        columns += [f"n_score_{_label(c)}" for c in categories]
+        out = pd.DataFrame(rows, columns=columns)
         out.index.name = frames[0].index.name
         return out
 

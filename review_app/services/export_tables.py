@@ -29,6 +29,8 @@ from review_app.analysis.rubric_b import (
 )
 from review_app.db.models import Adjudication
 from review_app.rubrics import Rubric, get_rubric
+from review_app.services.judge_audit import LABELS as JUDGE_LABELS
+from review_app.services.judge_audit import JudgeAuditSummary
 from review_app.services.study_analysis import StudyAnalysis
 
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
@@ -114,7 +116,7 @@ def column_type(series: pd.Series) -> str:
 def _dimension_doc(rubric: Rubric, key: str, what: str) -> tuple[str, dict[str, str]]:
     dimension = rubric.dimension(key)
     values = {str(level.value): f"{level.label}: {level.anchor}" for level in dimension.levels}
-    return f"{what} {dimension.name} (rubric {rubric.key}): {dimension.question}", values
+    return f"{what} {dimension.reported_name} (rubric {rubric.key}): {dimension.question}", values
 
 
 RAW_COLUMNS: dict[str, str] = {
@@ -385,7 +387,11 @@ AGREEMENT_COLUMNS: dict[str, str] = {
 
 
 def agreement_table(analysis: StudyAnalysis) -> Table:
-    frame = analysis.agreement_frame()
+    return agreement_table_of(analysis.agreement_frame())
+
+
+def agreement_table_of(frame: pd.DataFrame) -> Table:
+    """The agreement table of any agreement frame (the export's, or the Agreement page's weights and N)."""
     columns = dict(AGREEMENT_COLUMNS)
     for column in frame.columns:
         if column.startswith("n_score_"):
@@ -683,3 +689,86 @@ def harm_model_refit(analysis: StudyAnalysis, csv_name: str = "harm_model_input.
         "r_code": result.r_code(csv_name, subset="in_model"),
         "medrev_command": result.cli_command(csv_name),
     }
+
+
+def judge_audit_tables(audit: JudgeAuditSummary) -> list[Table]:
+    """A judge-audit study's tables: agreement with the judge, confusion counts, by confidence, disagreements."""
+    a = audit.agreement
+    label_values = {str(k): v for k, v in JUDGE_LABELS.items()}
+    tables = [
+        Table(
+            "judge_audit_agreement",
+            "Automatic judge vs clinicians: each clinician label paired with the judge's label on the same trace; "
+            "Gwet's AC1 over recognized / neutral / polluted (95% CI from Gwet's variance), exact agreement, and the "
+            "annotations on traces the judge left flagged (set aside).",
+            pd.DataFrame(
+                [
+                    {
+                        "n_pairs": audit.n_pairs,
+                        "n_flagged": audit.n_flagged,
+                        "n_disagreements": len(audit.disagreements),
+                        "coefficient": a.coefficient if a else None,
+                        "se": a.se if a else None,
+                        "ci_low": a.ci_low if a else None,
+                        "ci_high": a.ci_high if a else None,
+                        "percent_agreement": audit.percent_agreement,
+                    }
+                ]
+            ),
+            {
+                "n_pairs": "Clinician annotations whose trace has a judge label (the N of the coefficient).",
+                "n_flagged": "Clinician annotations of traces the judge left flagged (no judge label; not paired).",
+                "n_disagreements": "Paired annotations whose label differs from the judge's.",
+                "coefficient": "Gwet's AC1, judge and clinician as the two raters of each pair.",
+                "se": "Standard error of AC1 (Gwet's linearisation variance).",
+                "ci_low": "Lower end of the 95% confidence interval, at least -1.",
+                "ci_high": "Upper end of the 95% confidence interval, at most 1.",
+                "percent_agreement": "Share of pairs with the same label (fraction 0-1).",
+            },
+        ),
+        Table(
+            "judge_audit_confusion",
+            "Paired annotations counted by clinician label (rows) and judge label (columns).",
+            audit.confusion.rename_axis("clinician_label").reset_index(),
+            {"clinician_label": "The clinician's label on the trace."}
+            | {name: f"Pairs where the judge said {name}." for name in audit.confusion.columns},
+        ),
+    ]
+    if not audit.by_confidence.empty:
+        tables.append(
+            Table(
+                "judge_audit_by_confidence",
+                "Paired annotations per level of the clinician's confidence (every level of the scale), with the "
+                "share agreeing with the judge and its Wilson 95% CI.",
+                audit.by_confidence,
+                {
+                    "confidence": "Confidence score the clinician gave (0-2).",
+                    "confidence_label": "Readable confidence level.",
+                    "n": "Paired annotations at this confidence.",
+                    "k": "Of those, annotations whose label equals the judge's.",
+                    "rate": "k / n (fraction 0-1; empty when n = 0).",
+                    "ci_low": "Lower end of the Wilson 95% CI.",
+                    "ci_high": "Upper end of the Wilson 95% CI.",
+                },
+            )
+        )
+    if not audit.disagreements.empty:
+        tables.append(
+            Table(
+                "judge_audit_disagreements",
+                "Paired annotations whose label differs from the judge's.",
+                audit.disagreements,
+                {
+                    "task_id": "Review task id.",
+                    "record": "Id of the retracted-paper record.",
+                    "title": "Title of the retracted paper.",
+                    "judge": "The judge's label.",
+                    "clinician": "The clinician's label.",
+                    "confidence": "The clinician's confidence (0-2).",
+                    "rater": "Reviewer (pseudonym).",
+                    "comment": "The clinician's comment.",
+                },
+                {"judge": label_values, "clinician": label_values},
+            )
+        )
+    return tables

@@ -181,7 +181,7 @@ def agreement_frame(reports: dict[str, AgreementReport]) -> pd.DataFrame:
         if frame.empty:
             continue
         rubric = get_rubric(key)
-        names = {d.key: d.name for d in rubric.dimensions} | BINARY_SCORE_NAMES
+        names = {d.key: d.reported_name for d in rubric.dimensions} | BINARY_SCORE_NAMES
         frame.insert(0, "rubric", key)
         frame.insert(2, "score_name", frame["score"].map(names))
         frames.append(frame)

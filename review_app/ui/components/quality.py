@@ -58,7 +58,8 @@ def severity_forest(table: pd.DataFrame) -> go.Figure:
         title="Severity: log-odds of a worst-case call vs. the average reviewer (95% interval)",
         height=max(240, 30 * len(rows) + 90),
         margin=dict(l=10, r=10, t=40, b=10),
-        yaxis=dict(autorange="reversed"),
+        xaxis_title="Severity (log-odds vs the average reviewer)",
+        yaxis=dict(autorange="reversed", title="Reviewer"),
     )
     return figure
 

@@ -306,3 +306,18 @@ def test_count_tables_equal_the_dense_path_with_many_reviewers(weights: str, min
     reference = dense_reference(data, "score", weights=weights, categories=(0, 1, 2), min_ratings=min_ratings)
     for key, expected in reference.items():
         assert getattr(ours, key) == expected, key
+
+
+def test_report_frame_keeps_every_category_of_every_score():
+    """Judge audit: the label is -1/0/1 and the confidence 0/1/2; the frame counts 2 (it once took the first
+    score's columns only, so the confidence chart lost its 2)."""
+    rows = [
+        {"task_id": t, "rater": r, "rubric": "judge", "clinician_label": label, "confidence": conf}
+        for t, (label, conf) in enumerate([(-1, 2), (0, 2), (1, 1), (1, 2)])
+        for r in ("R01", "R02")
+    ]
+    frame = agreement_report(pd.DataFrame(rows), "judge").to_frame()
+    counts = [c for c in frame.columns if c.startswith("n_score_")]
+    assert counts == ["n_score_-1", "n_score_0", "n_score_1", "n_score_2"]
+    assert int(frame.loc["confidence", "n_score_2"]) == 6 and int(frame.loc["confidence", "n_score_1"]) == 2
+    assert pd.isna(frame.loc["clinician_label", "n_score_2"]) and pd.isna(frame.loc["confidence", "n_score_-1"])

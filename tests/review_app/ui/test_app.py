@@ -83,7 +83,7 @@ def test_lead_sees_lead_pages(demo_db):
 def test_queue_and_scoring_rubric_a_then_b(demo_db):
     at = sign_in("rev01")
     table = at.dataframe[0].value
-    assert list(table["To do"]) == [6, 6, 2]
+    assert list(table["To do"]) == [8, 8, 2]  # the 45-item demo pool (issue 18: a harm model with finite SEs)
     assert list(table["Rubric"]) == [get_rubric(k).name for k in ("A", "B", "judge")]
     at, aid = _open_review(at)
     assert at.markdown[0].value == "#### Rubric A: item validation"
