@@ -69,6 +69,8 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, list[int]]:
             lines.append(reader.line_num)
     except csv.Error as error:
         _fail(f"{path}:{reader.line_num}: not a readable CSV ({error})")
+    if not rows:
+        _fail(f"{path}: no data rows (only the header on line 1)")
     width = len(header)
     for record, line in zip(rows, lines, strict=True):
         if len(record) > width:

@@ -166,6 +166,9 @@ def write_folder(target: Path, write: Callable[[Path], list[Path]]) -> list[Path
 
     if target.exists() and not target.is_dir():
         fail(f"{target}: is a file, expected a folder to write the report into")
+    blocker = next((p for p in target.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        fail(f"{target}: {blocker} is a file, not a folder, so the report cannot be written there")
     from bench_core.kernel.errors import is_input_os_error, machine_fault
 
     try:

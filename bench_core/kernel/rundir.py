@@ -121,8 +121,22 @@ def rows_of(path: Path, rows: Iterable[dict[str, Any]], read: Callable[[dict[str
         try:
             out.append(read(row))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise DamagedFile(f"{path}: record {index} is not one medrev wrote ({type(exc).__name__}: {exc})") from None
+            raise DamagedFile(f"{path}: record {index} is not one medrev wrote ({_briefly(exc)})") from None
     return out
+
+
+def _briefly(exc: Exception) -> str:
+    """One line for a record's fault: a validation error by its first field and count, a missing key by name."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):  # pydantic's ValidationError, without importing pydantic here
+        found = errors()
+        first = found[0] if found else {}
+        where = ".".join(str(part) for part in first.get("loc", ())) or "record"
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        return f"field {where!r}: {first.get('msg', 'invalid')}{more}"
+    if isinstance(exc, KeyError):
+        return f"field {exc.args[0]!r} missing"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def append_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:

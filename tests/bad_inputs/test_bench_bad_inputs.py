@@ -923,6 +923,13 @@ STATS: list[Case] = [
         ("r.csv:1", "byte-order"),
     ),
     Case("stats-agreement-empty", agreement(""), ("r.csv", "empty")),
+    Case("stats-agreement-header-only", agreement(AGREE_HEADER), ("r.csv", "no data rows")),
+    Case("stats-harm-header-only", harm("harm,model,reviewer\n\n"), ("h.csv", "no data rows")),
+    Case(
+        "report-out-below-a-file",
+        lambda w: ["bench", "report", str(old_run(w)), "--out", str(Path(write(w / "f.txt", "x")) / "sub")],
+        ("f.txt is a file",),
+    ),
     Case("stats-agreement-missing-column", agreement("unit,rater\n1,a\n"), ("r.csv", "score")),
     Case("stats-agreement-weights", agreement(AGREE_HEADER + "1,a,1\n", "--weights", "cubic"), ("cubic",)),
     Case(
