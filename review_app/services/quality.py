@@ -110,15 +110,20 @@ class GoldCandidate:
     status: str
 
 
+_IN_CHUNK = 10_000  # ids per IN list: PostgreSQL takes at most 65,535 parameters in one statement
+
+
 def _submitted(session: Session, task_ids: list[int]) -> dict[int, int]:
-    if not task_ids:
-        return {}
-    rows = session.exec(
-        select(Annotation.task_id, func.count(func.distinct(Annotation.assignment_id)))
-        .where(Annotation.task_id.in_(task_ids))
-        .group_by(Annotation.task_id)
-    ).all()
-    return {int(t): int(n) for t, n in rows}
+    """Task id -> assignments with an annotation, asked in chunks (a study can have 100,000s of tasks)."""
+    out: dict[int, int] = {}
+    for start in range(0, len(task_ids), _IN_CHUNK):
+        rows = session.exec(
+            select(Annotation.task_id, func.count(func.distinct(Annotation.assignment_id)))
+            .where(Annotation.task_id.in_(task_ids[start : start + _IN_CHUNK]))
+            .group_by(Annotation.task_id)
+        ).all()
+        out.update({int(t): int(n) for t, n in rows})
+    return out
 
 
 def gold_tasks(engine: Engine, actor: Actor, study_name: str) -> list[GoldInfo]:

@@ -307,3 +307,17 @@ def test_severity_and_pilot_plans_use_the_analysis_pages_harm_model_and_options(
     assert pilot.reference == analysis.harm_model.reference_levels and pilot.penalty == "normal"
     assert len(pilot.tasks) == analysis.harm_input["task_id"].nunique()
     assert set(analysis.harm_model.separated_terms) <= set(pilot.not_estimable) | {pilot.term}
+
+
+def test_rated_counts_are_asked_in_chunks_whatever_the_number_of_tasks(setup, monkeypatch):
+    """A 100,000-task study once sent one IN list of every task id (PostgreSQL takes 65,535 parameters)."""
+    engine, _reviewers, lead = setup
+    pilot = [slot for slots in slots_by_task(engine, "pilot", "B").values() for slot in slots]
+    ids = sorted({slot.task_id for slot in pilot})
+    with read_session(engine) as session:
+        whole = quality._submitted(session, ids)
+        many = quality._submitted(session, [*ids, *range(10**7, 10**7 + 70_000)])
+    assert whole == dict.fromkeys(ids, 2) and many == whole
+    expected = quality.gold_candidates(engine, lead, "main")
+    monkeypatch.setattr(quality, "_IN_CHUNK", 3)
+    assert quality.gold_candidates(engine, lead, "main") == expected and expected
