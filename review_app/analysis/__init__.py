@@ -4,7 +4,9 @@ objects that summarise themselves (``.summary()``, ``.to_frame()``, ``.to_dict()
 No Streamlit and no database here: pages and exports call these functions.
 
 The names are imported on first use (PEP 562), so importing one submodule does not load them all
-(``medrev --help`` starts fast)."""
+(``medrev --help`` starts fast). The function ``agreement`` is not among them: it shares its name with
+the submodule, and importing the submodule rebinds the package attribute to the module (import it from
+``review_app.analysis.agreement``)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ if TYPE_CHECKING:
     from review_app.analysis.agreement import (
         AgreementReport,
         AgreementResult,
-        agreement,
         agreement_report,
         binary_agreement,
     )
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "AgreementReport": ("review_app.analysis.agreement", "AgreementReport"),
     "AgreementResult": ("review_app.analysis.agreement", "AgreementResult"),
-    "agreement": ("review_app.analysis.agreement", "agreement"),
     "agreement_report": ("review_app.analysis.agreement", "agreement_report"),
     "binary_agreement": ("review_app.analysis.agreement", "binary_agreement"),
     "format_ci": ("review_app.analysis.formatting", "format_ci"),
@@ -97,7 +97,6 @@ __all__ = [
     "RubricASummary",
     "RubricBSummary",
     "Term",
-    "agreement",
     "agreement_report",
     "auto_label_agreement",
     "binary_agreement",

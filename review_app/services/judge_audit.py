@@ -15,7 +15,8 @@ import pandas as pd
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from review_app.analysis import AgreementResult, agreement, wilson
+from review_app.analysis import AgreementResult, wilson
+from review_app.analysis.agreement import agreement
 from review_app.db.engine import read_session
 from review_app.db.models import Item, ModelResponse, Task
 from review_app.rubrics import get_rubric

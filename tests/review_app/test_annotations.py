@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import update
 
-from review_app.analysis import agreement, agreement_report, summarise_rubric_a
+from review_app.analysis import agreement_report, summarise_rubric_a
+from review_app.analysis.agreement import agreement
 from review_app.analysis.layout import DEFAULT_COLUMNS
 from review_app.db.engine import write_session
 from review_app.db.models import Assignment

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench_core.kernel import latex
-from review_app.analysis import agreement
+from review_app.analysis.agreement import agreement
 from review_app.cli import app
 from review_app.db.connect import dispose_engines, get_engine
 from review_app.rubrics import RUBRIC_A, RUBRIC_B

@@ -95,7 +95,7 @@ def _judge_audit_tables() -> dict[str, str]:
     """A judge-audit study's LaTeX (agreement with the judge, confusion table), the study name full of specials."""
     import pandas as pd
 
-    from review_app.analysis import agreement
+    from review_app.analysis.agreement import agreement
     from review_app.services.export_latex import judge_audit_latex
     from review_app.services.judge_audit import LABELS, JudgeAuditSummary
 
