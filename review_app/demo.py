@@ -4,7 +4,9 @@ The demo is a small but complete review study: 48 original items over the five s
 (Chinese MedMisJourney items and numeric labels included), responses from three model
 configurations, a roster of reviewers, leads and an admin, a stratified pool, dual-rater
 assignment, and part of the work already done by most reviewers (so the lead pages have real
-numbers to show). ``rev01`` and ``rev02`` start with an untouched queue for a first try.
+numbers to show). ``rev01`` and ``rev02`` start with an untouched queue for a first try, and share
+their first units (:data:`SHARED_UNITS`, both raters on each), so scoring as one and then the other
+shows a disagreement on the Agreement and Adjudication pages.
 Scores for the simulated reviews are drawn with a fixed seed, so every demo database is the same.
 """
 
@@ -28,6 +30,8 @@ DEMO_DATA = Path(__file__).with_name("demo_data")
 DEMO_STUDY = "Demo: MedMisBench clinician review"
 DEMO_JUDGE_STUDY = "Demo: retracted-paper judge audit"
 UNTOUCHED = ("rev01", "rev02")
+SHARED_UNITS = 6
+DEMO_POOL = 36
 
 
 def demo_password(username: str) -> str:
@@ -44,9 +48,18 @@ class DemoReport:
     lines: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
+        """What was seeded, then every demo account (reviewers, leads and the admin) with its password."""
         head = "seeded" if self.created else "already seeded"
         out = [f"Demo database {head}: {self.database}", *self.lines, "", "Demo accounts (role, username, password):"]
-        out += [f"  {role:<8} {username:<8} {password}" for username, role, password in self.accounts]
+        order = {"admin": 0, "lead": 1, "reviewer": 2}
+        ranked = sorted(self.accounts, key=lambda a: (order.get(a[1], 3), a[0]))
+        out += [f"  {role:<8} {username:<8} {password}" for username, role, password in ranked]
+        out += [
+            "",
+            "One lap of the workflow: sign in as rev01 and score a few tasks, sign out, do the same tasks as rev02",
+            "(they share their first units); then as lead01 open Agreement, Adjudication (only the dimensions the",
+            "two disagree on need a decision), Flags and Export.",
+        ]
         return "\n".join(out)
 
 
@@ -92,10 +105,29 @@ def seed_demo_database(engine) -> list[str]:
     )
     for lead in leads:
         studies.set_study_lead(engine, DEMO_STUDY, lead, actor=SYSTEM)
-    assignment.enrol(engine, DEMO_STUDY, list(roster.reviewers), actor=SYSTEM)
     quotas = [studies.parse_quota("provenance=neutral:1,patient:1,authority:1")]
+    # First the units rev01 and rev02 share (English, both of them on each), then the rest of the pool
+    # for the whole panel; the assignment balances loads, so the two get fewer units in the second round.
+    assignment.enrol(engine, DEMO_STUDY, list(UNTOUCHED), actor=SYSTEM)
+    shared = studies.draw_pool(
+        engine, DEMO_STUDY, SHARED_UNITS, quotas=quotas, seed=2026, condition="type1", languages={"en"}, actor=SYSTEM
+    )
+    lines.append(str(shared))
+    lines.append(str(assignment.assign(engine, DEMO_STUDY, raters=2, dual_share=1.0, seed=1, actor=SYSTEM)))
+    assignment.enrol(engine, DEMO_STUDY, list(roster.reviewers), actor=SYSTEM)
     lines.append(
-        str(studies.draw_pool(engine, DEMO_STUDY, 36, quotas=quotas, seed=2026, condition="type1", actor=SYSTEM))
+        str(
+            studies.draw_pool(
+                engine,
+                DEMO_STUDY,
+                DEMO_POOL - SHARED_UNITS,
+                quotas=quotas,
+                seed=2027,
+                condition="type1",
+                add=True,
+                actor=SYSTEM,
+            )
+        )
     )
     lines.append(str(assignment.assign(engine, DEMO_STUDY, raters=2, dual_share=0.7, seed=1, actor=SYSTEM)))
     lines += [str(s) for s in importing.import_path(engine, DEMO_DATA / "trojan", kind="judge", **demo)]
@@ -112,7 +144,10 @@ def seed_demo_database(engine) -> list[str]:
     lines.append(str(studies.draw_pool(engine, DEMO_JUDGE_STUDY, 12, seed=2026, actor=SYSTEM)))
     lines.append(str(assignment.assign(engine, DEMO_JUDGE_STUDY, raters=2, dual_share=0.5, seed=1, actor=SYSTEM)))
     done = _simulate_reviews(engine, random.Random(2026))
-    lines.append(f"simulated {done} submitted reviews (rev01 and rev02 start with an untouched queue)")
+    lines.append(
+        f"simulated {done} submitted reviews (rev01 and rev02 start with an untouched queue and share their first "
+        f"{SHARED_UNITS} units: score as both to see a disagreement)"
+    )
     return lines
 
 

@@ -44,17 +44,18 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
 from bench_core.kernel.latex import packages
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
-from review_app.db.engine import write_session
-from review_app.db.models import GoldTask, Item, ModelResponse, Study, Task, utcnow
+from review_app.db.engine import read_session, write_session
+from review_app.db.models import Annotation, GoldTask, Item, ModelResponse, Reviewer, Study, Task, utcnow
 from review_app.rubrics import Rubric, get_rubric
 from review_app.services import audit
+from review_app.services.actors import LEAD_ROLES, SYSTEM, Actor, acting_user, as_actor, require_study_lead
 from review_app.services.adjudication import latest_adjudications
-from review_app.services.annotations import adjudicator_labels, get_study_row, load_annotations
+from review_app.services.annotations import adjudicator_labels, excluded_tasks, get_study_row, load_annotations
 from review_app.services.errors import InvalidInput
 from review_app.services.export_latex import latex_tables
 from review_app.services.export_tables import (
@@ -76,6 +77,11 @@ from review_app.services.export_tables import (
 from review_app.services.study_analysis import DEFAULT_N_BOOT, AnalysisOptions, StudyAnalysis, analyse, first_model
 
 EXPORT_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
+PENDING_CHOICES: tuple[str, ...] = ("include", "exclude")
+PENDING_RULE = (
+    "a task is pending while it has fewer annotations in force than its planned number of raters "
+    "(target_raters); excluded pending tasks are absent from every file"
+)
 CODEBOOK_MD = "codebook.md"
 CODEBOOK_JSON = "codebook.json"
 MANIFEST = "manifest.json"
@@ -272,6 +278,7 @@ def _tasks(session: Session, study_id: int, rubric: Rubric) -> list[dict[str, An
         .outerjoin(ModelResponse, ModelResponse.id == Task.response_id)
         .where(Task.study_id == study_id, Task.rubric == rubric.key)
         .where(Task.id.not_in(select(GoldTask.task_id).where(GoldTask.study_id == study_id)))  # quality only
+        .where(Task.id.not_in(excluded_tasks(study_id)))  # a lead excluded them on the Flags page
         .order_by(Task.pool_rank, Task.id)
     )
     out = []
@@ -306,9 +313,16 @@ class _Snapshot:
     database: dict[str, Any]
     snapshot_utc: str
     first_model: str | None = None
+    pending: dict[str, Any] | None = None
 
 
-def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snapshot:
+def _pending(tasks: list[dict[str, Any]], frame: pd.DataFrame) -> set[int]:
+    """Ids of ``tasks`` with fewer annotations in force than their planned raters (see ``PENDING_RULE``)."""
+    rated = frame[C.task].value_counts().to_dict() if len(frame) else {}
+    return {t[C.task] for t in tasks if rated.get(t[C.task], 0) < t["target_raters"]}
+
+
+def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool, pending: str = "include") -> _Snapshot:
     from review_app.db.migrate import current_revision
 
     with snapshot_session(engine) as session:
@@ -318,14 +332,19 @@ def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snap
         decisions = latest_adjudications(session, study.id)
         adjudicators = adjudicator_labels(session, study.id, pseudonymise=pseudonymise)
         model = first_model(session, study.id)
-        labels = []
-        n_tasks = 0
-        for key in study.rubric_keys:
-            rubric = get_rubric(key)
-            tasks = _tasks(session, study.id, rubric)
-            n_tasks += len(tasks)
-            rows = frame.loc[frame[C.rubric] == key]
-            labels.append(labels_table(key, tasks, rows, decisions, adjudicators))
+        n_excluded = len(set(session.exec(excluded_tasks(study.id)).all()))
+        by_rubric = {key: _tasks(session, study.id, get_rubric(key)) for key in study.rubric_keys}
+    pending_ids = set().union(*(_pending(tasks, frame) for tasks in by_rubric.values())) if by_rubric else set()
+    if pending == "exclude" and pending_ids:
+        frame = frame.loc[~frame[C.task].isin(pending_ids)].reset_index(drop=True)
+        by_rubric = {k: [t for t in tasks if t[C.task] not in pending_ids] for k, tasks in by_rubric.items()}
+        decisions = {t: d for t, d in decisions.items() if t not in pending_ids}
+    labels = []
+    n_tasks = 0
+    for key, tasks in by_rubric.items():
+        n_tasks += len(tasks)
+        rows = frame.loc[frame[C.rubric] == key]
+        labels.append(labels_table(key, tasks, rows, decisions, adjudicators))
     return _Snapshot(
         study=study,
         frame=frame,
@@ -335,6 +354,8 @@ def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snap
             "annotations_in_force": len(frame),
             "raters_with_annotations": int(frame[C.rater].nunique()),
             "adjudicated_tasks": len(decisions),
+            "pending_tasks": len(pending_ids),
+            "excluded_tasks": n_excluded,
         },
         database={
             "backend": engine.dialect.name,
@@ -343,6 +364,7 @@ def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snap
         },
         snapshot_utc=snapshot_utc,
         first_model=model,
+        pending={"tasks": len(pending_ids), "excluded": pending == "exclude", "rule": PENDING_RULE},
     )
 
 
@@ -366,7 +388,9 @@ def export_study(
     real_names: bool = False,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
+    actor: Actor | Reviewer | int = SYSTEM,
     actor_id: int | None = None,
+    pending: str = "include",
 ) -> ExportResult:
     """Write the publication export of a study into ``out_dir`` (a new or empty folder).
 
@@ -376,10 +400,20 @@ def export_study(
     in every requested format; ``latex/*.tex``; ``codebook.md`` and ``codebook.json`` (with the lme4
     call that refits the harm model); ``manifest.json``. The analysis uses the study's saved analysis
     options (references, tie rule, unrated items, penalty), as the analysis page does.
+
+    Only a lead of the study or an admin may export it (``actor``; the command line is
+    ``SYSTEM``; ``actor_id=`` is the older spelling). ``pending="exclude"`` leaves out the tasks
+    still pending (``PENDING_RULE``); either way the manifest says how many there are and whether
+    they were left out (``pending`` and ``counts.pending_tasks``). Tasks a lead excluded on the
+    Flags page are never exported (``counts.excluded_tasks``).
     """
     formats = parse_formats(formats)
+    if pending not in PENDING_CHOICES:
+        raise InvalidInput(f"pending must be one of {', '.join(PENDING_CHOICES)} (got {pending!r})")
+    acting = as_actor(actor_id if actor_id is not None else actor)
+    lead_id = check_exporter(engine, study_name, acting)
     destination = _prepare_destination(Path(out_dir))
-    snapshot = _read_snapshot(engine, study_name, pseudonymise=not real_names)
+    snapshot = _read_snapshot(engine, study_name, pseudonymise=not real_names, pending=pending)
     study = snapshot.study
     analysis = analyse(
         snapshot.frame,
@@ -424,6 +458,8 @@ def export_study(
         (work / CODEBOOK_MD).write_text(_codebook_markdown(codebook, study.name), encoding="utf-8")
         add(work / CODEBOOK_MD, format="markdown")
         notes = [*analysis.notes]
+        if snapshot.pending["tasks"]:
+            notes.insert(0, pending_sentence(snapshot.pending["tasks"], excluded=pending == "exclude"))
         manifest = {
             "medrev_version": _medrev_version(),
             "snapshot_utc": snapshot.snapshot_utc,
@@ -439,6 +475,7 @@ def export_study(
             "pseudonymised": not real_names,
             "formats": list(formats),
             "counts": snapshot.counts,
+            "pending": snapshot.pending,
             "analysis": analysis.parameters,
             "harm_model": _harm_summary(analysis),
             "csv_escaping": CSV_ESCAPING_RULE,
@@ -459,7 +496,7 @@ def export_study(
     with write_session(engine) as session:
         audit.record(
             session,
-            actor_id=actor_id,
+            actor_id=lead_id,
             action="study.export",
             entity="study",
             entity_id=study.id,
@@ -469,6 +506,8 @@ def export_study(
                 "pseudonymised": not real_names,
                 "snapshot_utc": snapshot.snapshot_utc,
                 "files": len(files) + 1,
+                "pending_tasks": snapshot.pending["tasks"],
+                "pending_excluded": pending == "exclude",
             },
         )
     return ExportResult(
@@ -479,6 +518,48 @@ def export_study(
         pseudonymised=not real_names,
         snapshot_utc=snapshot.snapshot_utc,
     )
+
+
+def check_exporter(engine: Engine, study_name: str, actor: Actor) -> int | None:
+    """The exporting account's id (None for the system) if it leads the study or is an admin, else PermissionDenied."""
+    with read_session(engine) as session:
+        me = acting_user(session, actor, roles=LEAD_ROLES)
+        require_study_lead(session, me, get_study_row(session, study_name))
+    return me.id if me is not None else None
+
+
+def pending_sentence(n: int, *, excluded: bool) -> str:
+    """One sentence on the tasks still pending, for the Export page and the manifest's notes."""
+    tasks = "task is" if n == 1 else "tasks are"
+    what = "left out of this export" if excluded else "included with the ratings they have so far"
+    return f"{n} {tasks} still pending (fewer ratings than planned); they are {what}."
+
+
+def pending_tasks(engine: Engine, study_name: str, *, actor: Actor | Reviewer | int) -> int:
+    """How many of the study's exportable tasks are still pending (``PENDING_RULE``), for the Export page."""
+    check_exporter(engine, study_name, as_actor(actor))
+    with read_session(engine) as session:
+        study = get_study_row(session, study_name)
+        rated = (
+            select(Annotation.task_id, func.count(func.distinct(Annotation.assignment_id)).label("n"))
+            .join(Task, Task.id == Annotation.task_id)
+            .where(Task.study_id == study.id)
+            .group_by(Annotation.task_id)
+            .subquery()
+        )
+        count = session.exec(
+            select(func.count())
+            .select_from(Task)
+            .outerjoin(rated, rated.c.task_id == Task.id)
+            .where(
+                Task.study_id == study.id,
+                Task.rubric.in_(study.rubric_keys),
+                Task.id.not_in(select(GoldTask.task_id).where(GoldTask.study_id == study.id)),
+                Task.id.not_in(excluded_tasks(study.id)),
+                func.coalesce(rated.c.n, 0) < Task.target_raters,
+            )
+        ).one()
+    return int(count)
 
 
 def _harm_summary(analysis: StudyAnalysis) -> dict[str, Any]:
@@ -512,7 +593,9 @@ def export_archive(
     real_names: bool = False,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
+    actor: Actor | Reviewer | int = SYSTEM,
     actor_id: int | None = None,
+    pending: str = "include",
 ) -> ExportArchive:
     """The export as one zip in memory, for a download button (same content as :func:`export_study`)."""
     name = export_name(study_name)
@@ -525,7 +608,9 @@ def export_archive(
             real_names=real_names,
             n_boot=n_boot,
             seed=seed,
+            actor=actor,
             actor_id=actor_id,
+            pending=pending,
         )
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:

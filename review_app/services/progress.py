@@ -1,15 +1,28 @@
-"""Study progress by rubric, subset and reviewer, computed in the database (fast on large studies)."""
+"""Study progress by rubric, subset and reviewer, computed in the database (fast on large studies).
+
+Besides the counts, what a lead acts on (issue 18): the reviewers' throughput (submitted ratings
+per active day, and in the last 7 days) and median time on task (first submissions only, so an
+edit does not count twice), the dual-rated tasks still waiting for one of their raters, the
+reviewers' flags by status, and a warning for each reviewer far behind the panel (see
+:data:`BEHIND_RATIO`).
+"""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 
 from sqlalchemy import Engine, case, func
 from sqlmodel import select
 
 from review_app.db.engine import read_session
-from review_app.db.models import Assignment, Item, Reviewer, Study, Task
+from review_app.db.models import FLAG_STATUSES, Annotation, Assignment, Item, Reviewer, Study, Task, TaskFlag, utcnow
 from review_app.services.errors import NotFound
+
+BEHIND_RATIO = 0.5
+"""A reviewer is far behind when their share of assigned work done is below this fraction of the
+panel's median share, and they still have open work (only when the panel median is above 10%)."""
 
 
 @dataclass
@@ -23,6 +36,9 @@ class Progress:
     by_rubric: list[dict] = field(default_factory=list)
     by_subset: list[dict] = field(default_factory=list)
     by_reviewer: list[dict] = field(default_factory=list)
+    flags: dict[str, int] = field(default_factory=dict)
+    pairs: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -69,9 +85,28 @@ def study_progress(engine: Engine, study_name: str) -> Progress:
             .subquery()
         )
         reviewer_rows = session.exec(
-            select(Reviewer.username, Reviewer.display_name, per_reviewer)
+            select(Reviewer.id, Reviewer.username, Reviewer.display_name, per_reviewer)
             .join(per_reviewer, per_reviewer.c.reviewer_id == Reviewer.id)
             .order_by(Reviewer.username)
+        ).all()
+        # First submissions only: an edit is not a second unit of work.
+        timings = session.exec(
+            select(Annotation.reviewer_id, Annotation.seconds_on_task, Annotation.created_at)
+            .join(Assignment, Assignment.id == Annotation.assignment_id)
+            .where(Assignment.study_id == study.id, Annotation.revision == 1)
+        ).all()
+        pair_rows = session.exec(
+            select(
+                func.sum(case((func.coalesce(done.c.done, 0) >= Task.target_raters, 1), else_=0)),
+                func.sum(case((func.coalesce(done.c.done, 0) == 0, 1), else_=0)),
+                func.count(),
+            )
+            .select_from(Task)
+            .outerjoin(done, done.c.task_id == Task.id)
+            .where(Task.study_id == study.id, Task.target_raters >= 2)
+        ).one()
+        flag_rows = session.exec(
+            select(TaskFlag.status, func.count()).where(TaskFlag.study_id == study.id).group_by(TaskFlag.status)
         ).all()
     by_rubric: dict[str, dict] = {}
     by_subset: dict[str, dict] = {}
@@ -80,14 +115,36 @@ def study_progress(engine: Engine, study_name: str) -> Progress:
             row = table.setdefault(key, {name: key, "tasks": 0, "complete": 0})
             row["tasks"] += int(tasks)
             row["complete"] += int(completed or 0)
-    by_reviewer = [
-        {
+    seconds: dict[int, list[float]] = {}
+    days: dict[int, set] = {}
+    recent: dict[int, int] = {}
+    week_ago = utcnow() - timedelta(days=7)
+    for reviewer_id, spent, at in timings:
+        seconds.setdefault(reviewer_id, []).append(float(spent))
+        days.setdefault(reviewer_id, set()).add(at.date())
+        if at >= week_ago:  # both aware UTC (the schema stores aware datetimes)
+            recent[reviewer_id] = recent.get(reviewer_id, 0) + 1
+    by_reviewer = []
+    for r in reviewer_rows:
+        row = {
             "username": r.username,
             "display_name": r.display_name,
             **{k: int(getattr(r, k) or 0) for k in ("assigned", "submitted", "open", "skipped", "flagged")},
         }
-        for r in reviewer_rows
-    ]
+        spent = seconds.get(r.id, [])
+        row["median_seconds"] = round(statistics.median(spent), 1) if spent else None
+        row["per_active_day"] = round(len(spent) / len(days[r.id]), 1) if spent else 0.0
+        row["last_7_days"] = recent.get(r.id, 0)
+        row["done_share"] = row["submitted"] / row["assigned"] if row["assigned"] else 0.0
+        by_reviewer.append(row)
+    complete_pairs, unstarted_pairs, planned_pairs = (int(v or 0) for v in pair_rows)
+    pairs = {
+        "planned": planned_pairs,
+        "complete": complete_pairs,
+        "waiting_for_a_rater": planned_pairs - complete_pairs - unstarted_pairs,
+        "not_started": unstarted_pairs,
+    }
+    flags = dict.fromkeys(FLAG_STATUSES, 0) | {status: int(n) for status, n in flag_rows}
     return Progress(
         study=study_name,
         tasks=sum(r["tasks"] for r in by_rubric.values()),
@@ -96,4 +153,25 @@ def study_progress(engine: Engine, study_name: str) -> Progress:
         by_rubric=[by_rubric[k] for k in sorted(by_rubric)],
         by_subset=[by_subset[k] for k in sorted(by_subset)],
         by_reviewer=by_reviewer,
+        flags=flags,
+        pairs=pairs,
+        warnings=behind_warnings(by_reviewer),
     )
+
+
+def behind_warnings(by_reviewer: list[dict]) -> list[str]:
+    """One sentence per reviewer far behind the panel (see :data:`BEHIND_RATIO`), most behind first."""
+    shares = [r["done_share"] for r in by_reviewer if r["assigned"]]
+    if len(shares) < 2:
+        return []
+    median = statistics.median(shares)
+    if median <= 0.1:
+        return []
+    behind = [
+        r for r in by_reviewer if r["assigned"] and r["open"] + r["skipped"] and r["done_share"] < BEHIND_RATIO * median
+    ]
+    return [
+        f"{r['username']} is far behind: {r['submitted']:,} of {r['assigned']:,} done ({r['done_share']:.0%}); "
+        f"the panel's median is {median:.0%}."
+        for r in sorted(behind, key=lambda r: r["done_share"])
+    ]

@@ -45,7 +45,7 @@ from review_app.db.models import (
     utcnow,
 )
 from review_app.rubrics import Rubric, ScoreSheet, get_rubric
-from review_app.services import audit
+from review_app.services import audit, flags
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, as_actor, require_study_lead
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, ScoresDiffer
 
@@ -625,13 +625,31 @@ def skip(engine: Engine, assignment_id: int, reviewer_id: int | Actor) -> None:
         )
 
 
-def set_flag(engine: Engine, assignment_id: int, reviewer_id: int | Actor, flagged: bool, note: str = "") -> None:
-    """Flag a task for the study lead's attention, with an optional note."""
+def set_flag(
+    engine: Engine,
+    assignment_id: int,
+    reviewer_id: int | Actor,
+    flagged: bool,
+    note: str = "",
+    *,
+    kind: str = "other",
+) -> None:
+    """Flag a task for the study lead (what the problem is with, and a comment), or take the flag back.
+
+    The flag becomes a row of ``task_flag`` that the lead's Flags page lists and answers
+    (``services.flags``); unflagging withdraws the reviewer's open flags on the task.
+    """
+    if flagged:
+        kind = flags.check_kind(kind)
     with write_session(engine) as session:
         assignment = _own(session, assignment_id, reviewer_id)
         assignment.flagged = flagged
         assignment.note = note[:2000]
         session.add(assignment)
+        if flagged:
+            flag_id: int | list[int] = flags.raise_flag(session, assignment, kind=kind, comment=note).id
+        else:
+            flag_id = flags.withdraw_flags(session, assignment.id)
         audit.record(
             session,
             actor_id=assignment.reviewer_id,
@@ -639,7 +657,7 @@ def set_flag(engine: Engine, assignment_id: int, reviewer_id: int | Actor, flagg
             entity="assignment",
             entity_id=assignment.id,
             study_id=assignment.study_id,
-            after={"note": note[:2000]},
+            after={"note": note[:2000], "kind": kind if flagged else None, "flag": flag_id},
         )
 
 

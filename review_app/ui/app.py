@@ -25,6 +25,7 @@ PAGES = (
     ("views/review.py", "Review", ":material/rate_review:", "Review", EVERYONE),
     ("views/lead_progress.py", "Progress", ":material/monitoring:", "Study lead", LEADS),
     ("views/lead_agreement.py", "Agreement", ":material/join_inner:", "Study lead", LEADS),
+    ("views/lead_flags.py", "Flags", ":material/flag:", "Study lead", LEADS),
     ("views/lead_adjudication.py", "Adjudication", ":material/gavel:", "Study lead", LEADS),
     ("views/lead_analysis.py", "Analysis", ":material/query_stats:", "Study lead", LEADS),
     ("views/lead_export.py", "Export", ":material/download:", "Study lead", LEADS),

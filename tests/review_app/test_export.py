@@ -49,6 +49,7 @@ def build_study(engine, tmp_path, *, name="pub", units=24, rubrics=("A", "B")):
         _user(engine, person)
     lead = _user(engine, LEAD, role="lead")
     studies.create_study(engine, name, rubrics=list(rubrics), actor=SYSTEM)
+    studies.set_study_lead(engine, name, lead.username, actor=SYSTEM)
     studies.draw_pool(engine, name, units, seed=2, actor=SYSTEM)
     assignment.assign(engine, name, raters=2, dual_share=1.0, seed=2, actor=SYSTEM)
     rng = random.Random(7)
@@ -67,7 +68,7 @@ def build_study(engine, tmp_path, *, name="pub", units=24, rubrics=("A", "B")):
         adjudication.adjudicate(
             engine,
             queue[0].task_id,
-            lead_id=lead.id,
+            actor=lead,
             final_scores=None,
             status="unresolved",
             rationale="=1+1 needs the full panel",
@@ -325,7 +326,7 @@ def test_labels_take_the_final_value_by_the_documented_rule(engine, tmp_path):
     for a, harm in zip(slots[t_pending], (1, 2), strict=True):
         rate(engine, a, b | {"harm_potential": harm})
     rate(engine, slots[t_single][0], b | {"final_correctness": 0})
-    adjudication.adjudicate(engine, t_adjudicated, lead_id=lead.id, final_scores=b | {"harm_potential": 1},
+    adjudication.adjudicate(engine, t_adjudicated, actor=lead, final_scores=b | {"harm_potential": 1},
                             status="adjudicated", rationale="moderate", expected_version=0)  # fmt: skip
     result = export.export_study(engine, "s", tmp_path / "out", formats="csv", n_boot=20)
     labels = pd.read_csv(result.out_dir / "adjudicated_labels_B.csv", dtype=str, keep_default_na=False)

@@ -72,7 +72,7 @@ def test_read_only_database_everyone_signs_in_and_reads_saving_says_why(read_onl
     assert not at.error
     with read_session(engine) as session:
         assert session.get(Assignment, aid).status == "assigned"  # shown, not marked as started
-    next(b for b in at.button if b.label == "Flag for lead").click().run()
+    next(b for b in at.button if b.label == "Send to lead").click().run()
     assert not at.exception, at.exception
     assert [e.value for e in at.error] == [plain(read_only_sentence(path, reason))]
 
