@@ -48,7 +48,7 @@ if report.flags.get("open"):
         "views/lead_flags.py", label=f"{report.flags['open']:,} open flag(s) wait for you", icon=":material/flag:"
     )
 if total:
-    st.progress(done / total, text=f"{done / total:.1%} of tasks complete")
+    st.progress(done / total, text=f"{done / total:.1%} complete")
 
 left, right = st.columns(2)
 with left:
