@@ -128,9 +128,7 @@ def test_only_a_lead_of_this_study_or_an_admin_touches_its_flags_decisions_expor
         "export": lambda: export.export_study(engine, "s", tmp_path / f"x-{who}", formats="csv", actor=actor),
         "archive": lambda: export.export_archive(engine, "s", formats="csv", actor=actor),
         "pending count": lambda: export.pending_tasks(engine, "s", actor=actor),
-        "analysis options": lambda: save_analysis_options(
-            engine, "s", AnalysisOptions(tie_rule="safer"), actor=actor
-        ),
+        "analysis options": lambda: save_analysis_options(engine, "s", AnalysisOptions(tie_rule="safer"), actor=actor),
     }
     for name, call in refused.items():
         with pytest.raises(PermissionDenied):
