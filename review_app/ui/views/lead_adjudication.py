@@ -144,7 +144,7 @@ with decision_col:
             if dimension.key in agreed:
                 value = agreed[dimension.key]
                 row = st.container(key=f"adj-agreed-{task_id}-{dimension.key}")
-                text, toggle = row.columns([4, 1.4], vertical_alignment="center")
+                text, toggle = row.columns([2.4, 1.6], vertical_alignment="center")
                 text.markdown(
                     f"**{plain(dimension.name)}**: {value} · {plain(dimension.level(value).label)} "
                     f":green-badge[:material/check: agreed] ({plain(given)})"

@@ -35,12 +35,12 @@ d.metric("Skipped", f"{counts.get('skipped', 0):,}")
 pairs = report.pairs
 e, f, g, h = st.columns(4)
 e.metric(
-    f"Dual-rated tasks waiting for a rater, of {pairs.get('planned', 0):,}",
+    f"Pairs pending, of {pairs.get('planned', 0):,}",
     f"{pairs.get('waiting_for_a_rater', 0):,}",
-    help="Tasks planned for two or more raters where some, not all, have submitted: "
+    help="Dual-rated tasks (planned for two or more raters) where some, not all, raters have submitted: "
     "they cannot enter agreement or adjudication yet.",
 )
-f.metric("Dual-rated tasks not started", f"{pairs.get('not_started', 0):,}")
+f.metric("Pairs not started", f"{pairs.get('not_started', 0):,}", help="Dual-rated tasks no rater has submitted.")
 g.metric("Open flags", f"{report.flags.get('open', 0):,}", help="Answer them on the Flags page.")
 h.metric("Tasks excluded by a lead", f"{report.flags.get('excluded', 0):,}")
 if report.flags.get("open"):

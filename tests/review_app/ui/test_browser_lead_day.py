@@ -62,8 +62,8 @@ def _manifest(download) -> dict:
 
 
 def _not_cut(page) -> None:
-    """Every metric value fits its box (Streamlit cuts long values with an ellipsis)."""
-    values = page.locator("[data-testid='stMetricValue']")
+    """Every metric value and label fits its box (Streamlit cuts long ones with an ellipsis)."""
+    values = page.locator("[data-testid='stMetricValue'], [data-testid='stMetricLabel'] p")
     expect(values.first).to_be_visible()
     overflowing = values.evaluate_all(
         "els => els.filter(e => { const t = e.querySelector('div') || e;"

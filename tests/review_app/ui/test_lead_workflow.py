@@ -221,7 +221,7 @@ def test_progress_numbers_are_whole_with_throughput_and_pairs(demo_db):
     metrics = {m.label: m.value for m in lead.metric}
     assert metrics[f"Tasks complete, of {report.tasks:,}"] == f"{report.complete_tasks:,}"
     assert metrics["Submitted ratings"] == f"{report.assignments['submitted']:,}"
-    waiting = f"Dual-rated tasks waiting for a rater, of {report.pairs['planned']:,}"
+    waiting = f"Pairs pending, of {report.pairs['planned']:,}"
     assert metrics[waiting] == f"{report.pairs['waiting_for_a_rater']:,}"
     assert all(len(value) <= 9 and "…" not in value and "..." not in value for value in metrics.values())
     table = lead.dataframe[0].value
