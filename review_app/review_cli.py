@@ -275,13 +275,28 @@ def export(
         bool, typer.Option(help="Write reviewer and lead usernames instead of pseudonyms (R01, L01, ...).")
     ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap CIs (same seed, same numbers).")] = 0,
+    leave_out_pending: Annotated[
+        bool,
+        typer.Option(
+            help="Leave out tasks still pending (fewer ratings than planned); the manifest records the choice."
+        ),
+    ] = False,
 ) -> None:
     """Export labels, raw annotations, agreement and analysis tables, LaTeX, a codebook and a manifest."""
     from review_app.config import get_settings
     from review_app.services import export as exporting
 
     out = out or get_settings().export_dir / exporting.export_name(study)
-    result = exporting.export_study(engine(), study, out, formats=format_, real_names=real_names, seed=seed)
+    result = exporting.export_study(
+        engine(),
+        study,
+        out,
+        formats=format_,
+        real_names=real_names,
+        seed=seed,
+        actor=actor(),
+        pending="exclude" if leave_out_pending else "include",
+    )
     console.print(str(result), highlight=False, markup=False)
     table = Table("file", "rows", "bytes", "sha256", title_justify="left")
     for file in result.files:

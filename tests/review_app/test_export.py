@@ -380,3 +380,24 @@ def test_review_export_defaults_to_a_new_folder_in_the_export_dir(cli_db, tmp_pa
     assert result.exit_code == 0, result.output
     (folder,) = (tmp_path / "exports").iterdir()
     assert folder.name.startswith("medrev-export-pub-") and (folder / "manifest.json").is_file()
+
+
+def test_review_export_leaves_out_pending_tasks_and_refuses_a_lead_of_another_study(cli_db, tmp_path):
+    build_study(cli_db, tmp_path, units=4)
+    other = _user(cli_db, ("olga.other", "Dr Olga Other", "olga@example.org"), role="lead")
+    studies.create_study(cli_db, "elsewhere", rubrics=["A"], actor=other)
+    refused = runner.invoke(
+        app, ["review", "--as", "olga.other", "export", "--study", "pub", "--out", str(tmp_path / "o")]
+    )
+    assert refused.exit_code == 2 and "not a lead of the study 'pub'" in refused.output
+    assert not (tmp_path / "o").exists()
+    out = tmp_path / "led"
+    result = runner.invoke(
+        app,
+        ["review", "--as", "carol.lead", "export", "--study", "pub", "--out", str(out), "--format", "csv",
+         "--leave-out-pending"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["pending"]["excluded"] is True
+    assert manifest["pending"]["tasks"] == manifest["counts"]["pending_tasks"]
