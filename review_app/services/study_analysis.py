@@ -442,11 +442,12 @@ def data_version(engine: Engine, study_name: str) -> tuple[int, ...]:
 
     Annotations and adjudications are append-only, so any new rating, edit or decision changes
     it; pages use it as a cache key so statistics are recomputed exactly when the data changed.
-    The set of gold tasks (left out of every analysis) is part of it too.
+    The sets of gold tasks and of tasks a lead excluded (both left out of every analysis) are part of
+    it too.
     """
     from sqlalchemy import func
 
-    from review_app.db.models import Adjudication, Annotation, GoldTask, Task
+    from review_app.db.models import Adjudication, Annotation, GoldTask, Task, TaskFlag
 
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
@@ -468,4 +469,16 @@ def data_version(engine: Engine, study_name: str) -> tuple[int, ...]:
                 func.coalesce(func.max(GoldTask.task_id), 0),
             ).where(GoldTask.study_id == study.id)
         ).one()
-    return (int(annotations[0]), int(annotations[1]), int(decisions[0]), int(decisions[1]), *map(int, gold))
+        excluded = session.exec(
+            select(func.count(TaskFlag.id), func.coalesce(func.sum(TaskFlag.task_id), 0)).where(
+                TaskFlag.study_id == study.id, TaskFlag.status == "excluded"
+            )
+        ).one()
+    return (
+        int(annotations[0]),
+        int(annotations[1]),
+        int(decisions[0]),
+        int(decisions[1]),
+        *map(int, gold),
+        *map(int, excluded),
+    )

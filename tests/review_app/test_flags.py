@@ -18,7 +18,12 @@ from review_app.services import adjudication, export, flags, progress, reviewing
 from review_app.services.actors import SYSTEM
 from review_app.services.annotations import annotations_frame
 from review_app.services.errors import InvalidInput, NotFound, PermissionDenied
-from review_app.services.study_analysis import AnalysisOptions, analysis_options, save_analysis_options
+from review_app.services.study_analysis import (
+    AnalysisOptions,
+    analysis_options,
+    data_version,
+    save_analysis_options,
+)
 
 from .factories import add_users, dual_rated_study, rate, slots_by_task
 
@@ -95,7 +100,9 @@ def test_excluding_a_task_takes_it_out_of_analyses_and_exports_and_locks_it(stud
             rate(engine, assignment, b(2, 2, 2, harm))
     flag_id = _flag(engine, slots[tasks[0]][0], kind="response", comment="The response is cut off.")
     assert set(annotations_frame(engine, "s")["task_id"]) == set(tasks)
+    version = data_version(engine, "s")
     flags.answer_flag(engine, flag_id, "exclude", actor=lead, reply="Excluded: truncated response.")
+    assert data_version(engine, "s") != version  # cached analyses are recomputed without the task
     assert set(annotations_frame(engine, "s")["task_id"]) == set(tasks[1:])
     assert tasks[0] not in {e.task_id for e in adjudication.disagreement_queue(engine, "s", "B")}
     with read_session(engine) as session:
