@@ -571,6 +571,8 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
                 raise ScoresDiffer("Not submitted: the scores sent are not the scores on your screen; submit again.")
         if seconds is None:
             seconds = draft.seconds_on_task if draft is not None else 0.0
+        previous = _current(session, assignment.id) if latest else None
+        previous_flags = set(previous.flags) if previous is not None else set()
         annotation = Annotation(
             assignment_id=assignment.id,
             task_id=task.id,
@@ -588,6 +590,7 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
             AnnotationScore(annotation_id=annotation.id, dimension=k, rubric=task.rubric, value=v)
             for k, v in sheet.scores.items()
         )
+        _report_flags(session, assignment, get_rubric(task.rubric), sheet, previous_flags)
         now = utcnow()
         assignment.status = "submitted"
         assignment.submitted_at = now
@@ -605,6 +608,23 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
             after={"assignment": assignment.id, "revision": latest + 1, "scores": sheet.scores},
         )
         return SubmitResult(annotation.id, annotation.revision, created=True)
+
+
+def _report_flags(
+    session: Session, assignment: Assignment, rubric: Rubric, sheet: ScoreSheet, before: set[str]
+) -> None:
+    """Send the flags ticked with this submission that report a problem to the lead's Flags page.
+
+    Only flags new in this revision (an edit that keeps "Disputed gold answer" does not raise it
+    twice); the comment goes with them, so the lead reads why.
+    """
+    for flag in rubric.flags:
+        if not flag.reports or flag.key not in sheet.flags:
+            continue
+        if flag.key in before:
+            continue
+        comment = f"{flag.label} (ticked when scoring)" + (f": {sheet.comment}" if sheet.comment else "")
+        flags.raise_flag(session, assignment, kind=flag.reports, comment=comment)
 
 
 def skip(engine: Engine, assignment_id: int, reviewer_id: int | Actor) -> None:

@@ -230,3 +230,16 @@ def test_progress_reports_throughput_pairs_and_who_is_far_behind(study):
     assert laggard["submitted"] == 0 and laggard["median_seconds"] is None
     assert any(w.startswith(f"{users[2].username} is far behind: 0 of ") for w in report.warnings)
     assert not any(w.startswith(users[0].username) for w in report.warnings)
+
+
+def test_problem_flags_ticked_when_scoring_reach_the_lead_once(study):
+    engine, _users, lead, _other, _admin, slots = study
+    assignment = slots[sorted(slots)[0]][0]
+    rate(engine, assignment, b(1, 1, 1, 1), flags=["response_incomplete", "needs_adjudication"], comment="Cut off.")
+    (row,) = flags.flag_queue(engine, "s", actor=lead)
+    assert (row.kind, row.comment) == ("response", "Response incomplete or refused (ticked when scoring): Cut off.")
+    # An edit that keeps the flag does not raise it again; one that adds another does.
+    rate(engine, assignment, b(1, 1, 1, 2), flags=["response_incomplete"], base_revision=1)
+    assert len(flags.flag_queue(engine, "s", actor=lead)) == 1
+    rate(engine, assignment, b(1, 1, 1, 2), flags=["response_incomplete", "disputed_gold"], base_revision=2)
+    assert [r.kind for r in flags.flag_queue(engine, "s", actor=lead)] == ["item", "response"]
