@@ -152,12 +152,12 @@ def flag_counts(engine: Engine, study_name: str) -> dict[str, int]:
     return counts
 
 
-def answer_flag(engine: Engine, flag_id: int, action: str, *, actor: Actor | int, reply: str = "") -> FlagRow | None:
+def answer_flag(engine: Engine, flag_id: int, action: str, *, actor: Actor | int, reply: str = "") -> str:
     """Resolve, reply to, exclude the task of, or reopen a flag (see the module notes); audited.
 
-    Returns nothing useful to pages beyond success; raises ``NotFound``, ``InvalidInput`` (unknown
-    action, a reply without text, an action the flag's status does not allow) or ``PermissionDenied``
-    (not a lead of the flag's study).
+    Returns the flag's new status. Raises ``NotFound``, ``InvalidInput`` (unknown action, a reply
+    without text, an action the flag's status does not allow) or ``PermissionDenied`` (not a lead of
+    the flag's study, or the actor's session ended).
     """
     action = (action or "").strip().lower()
     reply = (reply or "").strip()
@@ -203,7 +203,7 @@ def answer_flag(engine: Engine, flag_id: int, action: str, *, actor: Actor | int
             before=before,
             after={"status": flag.status, "reply": flag.reply, "task": flag.task_id, "task_locked": task.locked},
         )
-    return None
+        return flag.status
 
 
 def raise_flag(session: Session, assignment, *, kind: str, comment: str) -> TaskFlag:

@@ -74,7 +74,8 @@ for script, title, icon, section, roles in PAGES:
         sections.setdefault(section, []).append(
             st.Page(script, title=title, icon=icon, default=script == "views/queue.py")
         )
-page = st.navigation(sections)
+# Every page listed (no "View more"): a lead's pages must all be one click away.
+page = st.navigation(sections, expanded=True)
 with st.sidebar:
     st.markdown(f"**{plain(user.display_name)}**  \n{user.role}")
     st.button("Sign out", on_click=sign_out, icon=":material/logout:")
