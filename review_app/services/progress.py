@@ -13,7 +13,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
-from sqlalchemy import Engine, case, func
+from sqlalchemy import Engine, and_, case, func
 from sqlmodel import select
 
 from review_app.db.engine import read_session
@@ -45,7 +45,7 @@ class Progress:
 
 
 def study_progress(engine: Engine, study_name: str) -> Progress:
-    """Counts by rubric, subset and reviewer in three aggregate queries (one pass over the assignments each)."""
+    """Counts by rubric, subset and reviewer, pairs, throughput and flags, aggregated in the database."""
     with read_session(engine) as session:
         study = session.exec(select(Study).where(Study.name == study_name)).first()
         if study is None:
@@ -57,8 +57,19 @@ def study_progress(engine: Engine, study_name: str) -> Progress:
             .subquery()
         )
         complete = case((func.coalesce(done.c.done, 0) >= Task.target_raters, 1), else_=0)
+        multi = Task.target_raters >= 2
+        started = func.coalesce(done.c.done, 0) > 0
         cells = session.exec(
-            select(Task.rubric, Item.subset, func.count(), func.sum(complete))
+            select(
+                Task.rubric,
+                Item.subset,
+                func.count(),
+                func.sum(complete),
+                # dual-rated tasks in the same pass: planned, complete, not started
+                func.sum(case((multi, 1), else_=0)),
+                func.sum(case((multi, complete), else_=0)),
+                func.sum(case((and_(multi, ~started), 1), else_=0)),
+            )
             .join(Item, Item.id == Task.item_id)
             .outerjoin(done, done.c.task_id == Task.id)
             .where(Task.study_id == study.id)
@@ -89,41 +100,43 @@ def study_progress(engine: Engine, study_name: str) -> Progress:
             .join(per_reviewer, per_reviewer.c.reviewer_id == Reviewer.id)
             .order_by(Reviewer.username)
         ).all()
-        # First submissions only: an edit is not a second unit of work.
-        timings = session.exec(
+        # First submissions only (an edit is not a second unit of work). Counts in the database; only
+        # the seconds come back, for the medians (SQLite has no percentile function).
+        first = (
             select(Annotation.reviewer_id, Annotation.seconds_on_task, Annotation.created_at)
             .join(Assignment, Assignment.id == Annotation.assignment_id)
             .where(Assignment.study_id == study.id, Annotation.revision == 1)
-        ).all()
-        pair_rows = session.exec(
-            select(
-                func.sum(case((func.coalesce(done.c.done, 0) >= Task.target_raters, 1), else_=0)),
-                func.sum(case((func.coalesce(done.c.done, 0) == 0, 1), else_=0)),
-                func.count(),
-            )
-            .select_from(Task)
-            .outerjoin(done, done.c.task_id == Task.id)
-            .where(Task.study_id == study.id, Task.target_raters >= 2)
-        ).one()
+            .subquery()
+        )
+        week_ago = utcnow() - timedelta(days=7)
+        throughput = {
+            r[0]: (int(r[1]), int(r[2]), int(r[3] or 0))
+            for r in session.exec(
+                select(
+                    first.c.reviewer_id,
+                    func.count(),
+                    func.count(func.distinct(func.date(first.c.created_at))),
+                    func.sum(case((first.c.created_at >= week_ago, 1), else_=0)),
+                ).group_by(first.c.reviewer_id)
+            ).all()
+        }
+        seconds: dict[int, list[float]] = {}
+        for reviewer_id, spent in session.exec(select(first.c.reviewer_id, first.c.seconds_on_task)).all():
+            seconds.setdefault(reviewer_id, []).append(spent)
         flag_rows = session.exec(
             select(TaskFlag.status, func.count()).where(TaskFlag.study_id == study.id).group_by(TaskFlag.status)
         ).all()
     by_rubric: dict[str, dict] = {}
     by_subset: dict[str, dict] = {}
-    for rubric, subset, tasks, completed in cells:
+    planned_pairs = complete_pairs = unstarted_pairs = 0
+    for rubric, subset, tasks, completed, planned, paired, unstarted in cells:
+        planned_pairs += int(planned or 0)
+        complete_pairs += int(paired or 0)
+        unstarted_pairs += int(unstarted or 0)
         for table, key, name in ((by_rubric, rubric, "rubric"), (by_subset, subset, "subset")):
             row = table.setdefault(key, {name: key, "tasks": 0, "complete": 0})
             row["tasks"] += int(tasks)
             row["complete"] += int(completed or 0)
-    seconds: dict[int, list[float]] = {}
-    days: dict[int, set] = {}
-    recent: dict[int, int] = {}
-    week_ago = utcnow() - timedelta(days=7)
-    for reviewer_id, spent, at in timings:
-        seconds.setdefault(reviewer_id, []).append(float(spent))
-        days.setdefault(reviewer_id, set()).add(at.date())
-        if at >= week_ago:  # both aware UTC (the schema stores aware datetimes)
-            recent[reviewer_id] = recent.get(reviewer_id, 0) + 1
     by_reviewer = []
     for r in reviewer_rows:
         row = {
@@ -132,12 +145,12 @@ def study_progress(engine: Engine, study_name: str) -> Progress:
             **{k: int(getattr(r, k) or 0) for k in ("assigned", "submitted", "open", "skipped", "flagged")},
         }
         spent = seconds.get(r.id, [])
+        n_first, n_days, recent = throughput.get(r.id, (0, 0, 0))
         row["median_seconds"] = round(statistics.median(spent), 1) if spent else None
-        row["per_active_day"] = round(len(spent) / len(days[r.id]), 1) if spent else 0.0
-        row["last_7_days"] = recent.get(r.id, 0)
+        row["per_active_day"] = round(n_first / n_days, 1) if n_days else 0.0
+        row["last_7_days"] = recent
         row["done_share"] = row["submitted"] / row["assigned"] if row["assigned"] else 0.0
         by_reviewer.append(row)
-    complete_pairs, unstarted_pairs, planned_pairs = (int(v or 0) for v in pair_rows)
     pairs = {
         "planned": planned_pairs,
         "complete": complete_pairs,
