@@ -243,3 +243,23 @@ def test_problem_flags_ticked_when_scoring_reach_the_lead_once(study):
     assert len(flags.flag_queue(engine, "s", actor=lead)) == 1
     rate(engine, assignment, b(1, 1, 1, 2), flags=["response_incomplete", "disputed_gold"], base_revision=2)
     assert [r.kind for r in flags.flag_queue(engine, "s", actor=lead)] == ["item", "response"]
+
+
+def test_median_time_on_task_counts_first_submissions_only(engine, tmp_path):
+    from review_app.rubrics import ScoreSheet
+
+    users, _lead = dual_rated_study(engine, tmp_path, units=5, reviewers=2, rubrics=("B",))
+    slots = slots_by_task(engine, "s", "B")
+    mine = [a for task in sorted(slots) for a in slots[task] if a.reviewer_id == users[0].id]
+    assert len(mine) == 5
+    sheet = ScoreSheet(rubric="B", scores=b(2, 2, 2, 2))
+    for assignment, seconds in zip(mine[:4], (100.0, 10.0, 30.0, 20.0), strict=True):
+        reviewing.submit(engine, assignment.id, users[0].id, sheet, client_token=f"t{assignment.id}",
+                         base_revision=0, seconds_on_task=seconds)  # fmt: skip
+    report = {r["username"]: r for r in progress.study_progress(engine, "s").by_reviewer}
+    assert report[users[0].username]["median_seconds"] == 25.0  # mean of the two middle values
+    reviewing.submit(engine, mine[4].id, users[0].id, sheet, client_token="t5", base_revision=0, seconds_on_task=5.0)
+    reviewing.submit(engine, mine[0].id, users[0].id, sheet, client_token="edit", base_revision=1,
+                     seconds_on_task=1.0)  # fmt: skip  (an edit: not a first submission)
+    row = {r["username"]: r for r in progress.study_progress(engine, "s").by_reviewer}[users[0].username]
+    assert row["median_seconds"] == 20.0 and row["per_active_day"] == 5.0 and row["last_7_days"] == 5
