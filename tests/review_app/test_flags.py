@@ -259,7 +259,8 @@ def test_median_time_on_task_counts_first_submissions_only(engine, tmp_path):
     report = {r["username"]: r for r in progress.study_progress(engine, "s").by_reviewer}
     assert report[users[0].username]["median_seconds"] == 25.0  # mean of the two middle values
     reviewing.submit(engine, mine[4].id, users[0].id, sheet, client_token="t5", base_revision=0, seconds_on_task=5.0)
-    reviewing.submit(engine, mine[0].id, users[0].id, sheet, client_token="edit", base_revision=1,
-                     seconds_on_task=1.0)  # fmt: skip  (an edit: not a first submission)
+    reviewing.submit(
+        engine, mine[0].id, users[0].id, sheet, client_token="edit", base_revision=1, seconds_on_task=1.0
+    )  # fmt: skip  (an edit: not a first submission)
     row = {r["username"]: r for r in progress.study_progress(engine, "s").by_reviewer}[users[0].username]
     assert row["median_seconds"] == 20.0 and row["per_active_day"] == 5.0 and row["last_7_days"] == 5
