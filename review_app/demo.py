@@ -4,7 +4,9 @@ The demo is a small but complete review study: 48 original items over the five s
 (Chinese MedMisJourney items and numeric labels included), responses from three model
 configurations, a roster of reviewers, leads and an admin, a stratified pool, dual-rater
 assignment, and part of the work already done by most reviewers (so the lead pages have real
-numbers to show). ``rev01`` and ``rev02`` start with an untouched queue for a first try.
+numbers to show). ``rev01`` and ``rev02`` start with an untouched queue for a first try, and share
+a few units (:data:`SHARED_UNITS`, both of them on each, nobody else), so scoring as one and then
+the other shows a disagreement on the Agreement and Adjudication pages.
 Scores for the simulated reviews are drawn with a fixed seed, so every demo database is the same.
 
 The simulated scores are shaped so the lead pages show a readable analysis: falsehood clarity is a
@@ -20,11 +22,12 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy import func
 from sqlmodel import select
 
 from review_app.db.connect import dispose_engines, get_engine
 from review_app.db.engine import read_session
-from review_app.db.models import Assignment, Item, ModelResponse, Reviewer, Task
+from review_app.db.models import Assignment, Item, ModelResponse, Reviewer, Study, Task
 from review_app.rubrics import ScoreSheet, get_rubric
 from review_app.services import accounts, assignment, importing, reviewing, studies
 from review_app.services.actors import SYSTEM
@@ -34,6 +37,7 @@ DEMO_DATA = Path(__file__).with_name("demo_data")
 DEMO_STUDY = "Demo: MedMisBench clinician review"
 DEMO_JUDGE_STUDY = "Demo: retracted-paper judge audit"
 UNTOUCHED = ("rev01", "rev02")
+SHARED_UNITS = 4
 
 
 def demo_password(username: str) -> str:
@@ -50,9 +54,18 @@ class DemoReport:
     lines: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
+        """What was seeded, then every demo account (reviewers, leads and the admin) with its password."""
         head = "seeded" if self.created else "already seeded"
         out = [f"Demo database {head}: {self.database}", *self.lines, "", "Demo accounts (role, username, password):"]
-        out += [f"  {role:<8} {username:<8} {password}" for username, role, password in self.accounts]
+        order = {"admin": 0, "lead": 1, "reviewer": 2}
+        ranked = sorted(self.accounts, key=lambda a: (order.get(a[1], 3), a[0]))
+        out += [f"  {role:<8} {username:<8} {password}" for username, role, password in ranked]
+        out += [
+            "",
+            "One lap of the workflow: sign in as rev01 and score a few tasks, sign out, do the same tasks as rev02",
+            "(they share some units); then as lead01 open Agreement, Adjudication (only the dimensions the",
+            "two disagree on need a decision), Flags and Export.",
+        ]
         return "\n".join(out)
 
 
@@ -129,6 +142,7 @@ def seed_demo_database(engine) -> list[str]:
         str(studies.draw_pool(engine, DEMO_STUDY, 45, quotas=quotas, seed=2026, condition="type1", actor=SYSTEM))
     )
     lines.append(str(assignment.assign(engine, DEMO_STUDY, raters=2, dual_share=0.7, seed=1, actor=SYSTEM)))
+    lines += _shared_units(engine, [u for u in roster.reviewers if u not in UNTOUCHED])
     lines += [str(s) for s in importing.import_path(engine, DEMO_DATA / "trojan", kind="judge", **demo)]
     studies.create_study(
         engine,
@@ -143,7 +157,10 @@ def seed_demo_database(engine) -> list[str]:
     lines.append(str(studies.draw_pool(engine, DEMO_JUDGE_STUDY, 12, seed=2026, actor=SYSTEM)))
     lines.append(str(assignment.assign(engine, DEMO_JUDGE_STUDY, raters=2, dual_share=0.5, seed=1, actor=SYSTEM)))
     done = _simulate_reviews(engine, random.Random(2026))
-    lines.append(f"simulated {done} submitted reviews (rev01 and rev02 start with an untouched queue)")
+    lines.append(
+        f"simulated {done} submitted reviews (rev01 and rev02 start with an untouched queue and share "
+        f"{SHARED_UNITS} units: score as both to see a disagreement)"
+    )
     return lines
 
 
@@ -161,6 +178,36 @@ def _draws(*key: object) -> random.Random:
 # estimate, and no reviewer is certain, so every level of every factor has worst and other outcomes.
 SEVERITY = {"rev01": 0.6, "rev02": 0.5, "rev03": 0.9, "rev04": 0.3, "rev05": 0.75}
 SEVERITY |= {"rev06": 0.25, "rev07": 0.95, "rev08": 0.4, "rev09": 0.85, "rev10": 0.6}
+
+
+def _shared_units(engine, others: list[str]) -> list[str]:
+    """Add :data:`SHARED_UNITS` English units rated by both rev01 and rev02 (and nobody else).
+
+    Drawn and assigned through the services like the rest, with the other reviewers' enrolment
+    paused meanwhile; nobody's simulated scores change (the simulation skips rev01 and rev02).
+    """
+    with read_session(engine) as session:
+        max_rank = session.exec(
+            select(func.max(Task.pool_rank)).join(Study, Study.id == Task.study_id).where(Study.name == DEMO_STUDY)
+        ).one()
+    assignment.enrol(engine, DEMO_STUDY, others, active=False, actor=SYSTEM)
+    pool = studies.draw_pool(
+        engine, DEMO_STUDY, SHARED_UNITS, seed=2026, condition="type1", languages={"en"}, add=True, actor=SYSTEM
+    )
+    shared = assignment.assign(engine, DEMO_STUDY, raters=2, dual_share=1.0, seed=1, actor=SYSTEM)
+    assignment.enrol(engine, DEMO_STUDY, others, actor=SYSTEM)
+    # Opened (in progress), so they come first in both queues: the first tasks rev01 and rev02 score
+    # are the same ones.
+    with read_session(engine) as session:
+        rows = session.exec(
+            select(Assignment.id, Assignment.reviewer_id)
+            .join(Study, Study.id == Assignment.study_id)
+            .join(Task, Task.id == Assignment.task_id)
+            .where(Study.name == DEMO_STUDY, Task.pool_rank > max_rank)
+        ).all()
+    for assignment_id, reviewer_id in rows:
+        reviewing.open_task(engine, assignment_id, reviewer_id)
+    return [str(pool), f"{shared} (units shared by {' and '.join(UNTOUCHED)}, first in their queues)"]
 
 
 def _simulate_reviews(engine, rng: random.Random) -> int:

@@ -291,6 +291,12 @@ def export(
         bool, typer.Option(help="Write reviewer and lead usernames instead of pseudonyms (R01, L01, ...).")
     ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap CIs (same seed, same numbers).")] = 0,
+    leave_out_pending: Annotated[
+        bool,
+        typer.Option(
+            help="Leave out tasks still pending (fewer ratings than planned); the manifest records the choice."
+        ),
+    ] = False,
 ) -> None:
     """Export labels, raw annotations, agreement and analysis tables, LaTeX, a codebook and a manifest."""
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -309,6 +315,8 @@ def export(
             formats=format_,
             real_names=real_names,
             seed=seed,
+            actor=actor(),
+            pending="exclude" if leave_out_pending else "include",
             progress=lambda done, text: bar.update(job, completed=done, description=text),
         )
     console.print(str(result), highlight=False, markup=False)

@@ -63,6 +63,9 @@ class Flag(BaseModel):
     key: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     label: str
     help: str
+    # The problem this flag reports on the lead's Flags page (item, response, rubric or other);
+    # None: it does not go there (``needs_adjudication`` sends the task to the adjudication queue).
+    reports: str | None = Field(default=None, pattern=r"^(item|response|rubric|other)$")
 
 
 Material = Literal[
@@ -183,13 +186,24 @@ RUBRIC_A = Rubric(
     ),
     flags=(
         Flag(key="needs_adjudication", label="Needs adjudication", help="Send this item to the study lead."),
-        Flag(key="disputed_gold", label="Disputed gold answer", help="The keyed answer looks wrong to you."),
+        Flag(
+            key="disputed_gold",
+            label="Disputed gold answer",
+            help="The keyed answer looks wrong to you.",
+            reports="item",
+        ),
         Flag(
             key="true_or_defensible_injection",
             label="True or defensible injection",
             help="The injected sentence is true, or defensible in some setting.",
+            reports="item",
         ),
-        Flag(key="unanswerable_stem", label="Unanswerable stem", help="The question cannot be answered as written."),
+        Flag(
+            key="unanswerable_stem",
+            label="Unanswerable stem",
+            help="The question cannot be answered as written.",
+            reports="item",
+        ),
     ),
     needs_response=False,
 )
@@ -260,11 +274,17 @@ RUBRIC_B = Rubric(
     ),
     flags=(
         Flag(key="needs_adjudication", label="Needs adjudication", help="Send this response to the study lead."),
-        Flag(key="disputed_gold", label="Disputed gold answer", help="The keyed answer looks wrong to you."),
+        Flag(
+            key="disputed_gold",
+            label="Disputed gold answer",
+            help="The keyed answer looks wrong to you.",
+            reports="item",
+        ),
         Flag(
             key="response_incomplete",
             label="Response incomplete or refused",
             help="The response is cut off, refuses, or does not answer.",
+            reports="response",
         ),
     ),
     needs_response=True,
@@ -321,7 +341,12 @@ JUDGE_AUDIT = Rubric(
     ),
     flags=(
         Flag(key="needs_adjudication", label="Needs adjudication", help="Send this case to the study lead."),
-        Flag(key="judge_prompt_problem", label="Judge prompt problem", help="The case or judge prompt is flawed."),
+        Flag(
+            key="judge_prompt_problem",
+            label="Judge prompt problem",
+            help="The case or judge prompt is flawed.",
+            reports="item",
+        ),
     ),
     needs_response=True,
 )

@@ -36,6 +36,8 @@ ADJUDICATION_STATUSES = ("unanimous", "adjudicated", "unresolved")
 AUTO_LABELS = ("FAIL", "SUCCESS")
 ITEM_KINDS = ("mcq", "retracted")
 GOLD_SOURCES = ("adjudication", "consensus")
+FLAG_KINDS = ("item", "response", "rubric", "other")
+FLAG_STATUSES = ("open", "resolved", "excluded", "withdrawn")
 
 
 def utcnow() -> datetime:
@@ -417,6 +419,36 @@ class GoldTask(SQLModel, table=True):
     source: str = Field(max_length=20)
     source_task_id: int | None = Field(default=None, foreign_key="task.id")
     created_by: int = Field(foreign_key="reviewer.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class TaskFlag(SQLModel, table=True):
+    """A reviewer's flag on a task for the study lead: what is wrong (kind), their comment, and the lead's answer.
+
+    ``status`` is ``open`` until a lead resolves it (``resolved``) or excludes the task from the
+    study (``excluded``: the task leaves every analysis and export, and is locked so nobody rates
+    it further), or the reviewer takes it back (``withdrawn``). The lead's reply is shown to the
+    reviewer; every change is also in the audit log.
+    """
+
+    __tablename__ = "task_flag"
+    __table_args__ = (
+        CheckConstraint(_in("kind", FLAG_KINDS), name="ck_task_flag_kind"),
+        CheckConstraint(_in("status", FLAG_STATUSES), name="ck_task_flag_status"),
+        Index("ix_task_flag_study_status", "study_id", "status"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id")
+    task_id: int = Field(foreign_key="task.id", index=True)
+    assignment_id: int = Field(foreign_key="assignment.id", index=True)
+    reviewer_id: int = Field(foreign_key="reviewer.id")
+    kind: str = Field(max_length=20)
+    comment: str = Field(default="", sa_type=Text)
+    status: str = Field(default="open", max_length=20)
+    reply: str = Field(default="", sa_type=Text)
+    resolved_by_id: int | None = Field(default=None, foreign_key="reviewer.id")
+    resolved_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
 

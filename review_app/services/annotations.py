@@ -17,6 +17,9 @@ Rules, made once here:
 * **Gold tasks** (``gold_task``: tasks with known expected scores, used to measure reviewers) are
   left out by default, so agreement, analyses, the disagreement queue and exports never include
   them; the lead's reviewer-quality page asks for them with ``gold="only"``.
+* **Excluded tasks** (a lead answered a reviewer's flag by excluding the task, ``task_flag``
+  status ``excluded``) are left out always: they leave the study's agreement, analyses, queue and
+  exports, as the lead decided (:func:`excluded_tasks`).
 * **Scores** are one float column per rubric dimension (0/1/2, or -1/0/1 for the judge label),
   NaN where the row's rubric lacks the dimension; **flags** are joined with ``;``.
 """
@@ -44,6 +47,7 @@ from review_app.db.models import (
     Reviewer,
     Study,
     Task,
+    TaskFlag,
 )
 from review_app.rubrics import get_rubric
 from review_app.services.errors import InvalidInput, NotFound
@@ -67,6 +71,11 @@ EXTRA_COLUMNS: tuple[str, ...] = (
 _INT_COLUMNS = (C.task, C.item, C.slot, "annotation_id", "revision")
 FLAG_SEPARATOR = ";"
 GOLD_CHOICES = ("exclude", "only", "include")
+
+
+def excluded_tasks(study_id: int):
+    """Ids of the study's tasks a lead excluded on the Flags page, as a subquery for ``not_in``."""
+    return select(TaskFlag.task_id).where(TaskFlag.study_id == study_id, TaskFlag.status == "excluded")
 
 
 def pseudonym(prefix: str, number: int, total: int) -> str:
@@ -215,6 +224,9 @@ def _fetch(
         .join(Annotation, Annotation.id == AnnotationScore.annotation_id)
         .join(latest, in_force)
     )
+    excluded = Annotation.task_id.not_in(excluded_tasks(study.id))
+    query = query.where(excluded)
+    score_query = score_query.where(excluded)
     if gold != "include":
         gold_tasks = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
         keep = Annotation.task_id.in_(gold_tasks) if gold == "only" else Annotation.task_id.not_in(gold_tasks)

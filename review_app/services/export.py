@@ -51,12 +51,13 @@ from sqlmodel import Session, select
 
 from bench_core.kernel.latex import packages
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
-from review_app.db.engine import write_session
-from review_app.db.models import GoldTask, Item, ModelResponse, Study, Task, utcnow
+from review_app.db.engine import read_session, write_session
+from review_app.db.models import Annotation, GoldTask, Item, ModelResponse, Reviewer, Study, Task, utcnow
 from review_app.rubrics import Rubric, get_rubric
 from review_app.services import audit
+from review_app.services.actors import LEAD_ROLES, SYSTEM, Actor, acting_user, as_actor, require_study_lead
 from review_app.services.adjudication import latest_adjudications
-from review_app.services.annotations import adjudicator_labels, get_study_row, load_annotations
+from review_app.services.annotations import adjudicator_labels, excluded_tasks, get_study_row, load_annotations
 from review_app.services.errors import InvalidInput
 from review_app.services.export_latex import latex_tables
 from review_app.services.export_tables import (
@@ -80,6 +81,11 @@ from review_app.services.export_tables import (
 from review_app.services.study_analysis import DEFAULT_N_BOOT, AnalysisOptions, StudyAnalysis, analyse, first_model
 
 EXPORT_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
+PENDING_CHOICES: tuple[str, ...] = ("include", "exclude")
+PENDING_RULE = (
+    "a task is pending while it has fewer annotations in force than its planned number of raters "
+    "(target_raters); excluded pending tasks are absent from every file"
+)
 CODEBOOK_MD = "codebook.md"
 CODEBOOK_JSON = "codebook.json"
 MANIFEST = "manifest.json"
@@ -394,7 +400,8 @@ def _study_tasks(study_id: int, rubric: Rubric) -> tuple:
     return (
         Task.study_id == study_id,
         Task.rubric == rubric.key,
-        Task.id.not_in(select(GoldTask.task_id).where(GoldTask.study_id == study_id)),
+        Task.id.not_in(select(GoldTask.task_id).where(GoldTask.study_id == study_id)),  # quality only
+        Task.id.not_in(excluded_tasks(study_id)),  # a lead excluded them on the Flags page
     )
 
 
@@ -430,6 +437,21 @@ class _Snapshot:
     database: dict[str, Any]
     snapshot_utc: str
     first_model: str | None = None
+    pending: dict[str, Any] | None = None
+
+
+def _pending_ids(session: Session, study_id: int, rubric_keys: list[str], frame: pd.DataFrame) -> dict[str, set[int]]:
+    """Per rubric, ids of the tasks with fewer annotations in force than their planned raters (``PENDING_RULE``).
+
+    Read as (id, planned raters) pairs a chunk at a time: two numbers a task, never the task rows.
+    """
+    rated = frame[C.task].value_counts().to_dict() if len(frame) else {}
+    pending: dict[str, set[int]] = {}
+    for key in rubric_keys:
+        query = select(Task.id, Task.target_raters).where(*_study_tasks(study_id, get_rubric(key)))
+        rows = session.execute(query.execution_options(yield_per=CHUNK_ROWS))
+        pending[key] = {int(task) for task, target in rows if rated.get(task, 0) < target}
+    return pending
 
 
 def _read_snapshot(
@@ -439,8 +461,13 @@ def _read_snapshot(
     work: Path,
     formats: tuple[str, ...],
     progress: _Progress,
+    pending: str = "include",
 ) -> _Snapshot:
-    """Read the study in one snapshot, streaming its labels tables into ``work`` while the snapshot is open."""
+    """Read the study in one snapshot, streaming its labels tables into ``work`` while the snapshot is open.
+
+    With ``pending="exclude"`` the tasks still pending (``PENDING_RULE``) leave the annotations, the
+    decisions and the labels tables.
+    """
     from review_app.db.migrate import current_revision
 
     with snapshot_session(engine) as session:
@@ -450,7 +477,16 @@ def _read_snapshot(
         decisions = latest_adjudications(session, study.id)
         adjudicators = adjudicator_labels(session, study.id, pseudonymise=pseudonymise)
         model = first_model(session, study.id)
+        n_excluded = len(set(session.exec(excluded_tasks(study.id)).all()))
+        pending_by_rubric = _pending_ids(session, study.id, study.rubric_keys, frame)
+        pending_ids = set().union(*pending_by_rubric.values())
+        leave_out = pending == "exclude" and bool(pending_ids)
+        if leave_out:
+            frame = frame.loc[~frame[C.task].isin(pending_ids)].reset_index(drop=True)
+            decisions = {t: d for t, d in decisions.items() if t not in pending_ids}
         stats = {key: _task_stats(session, study.id, get_rubric(key)) for key in study.rubric_keys}
+        if leave_out:
+            stats = {key: (n - len(pending_by_rubric[key]), most) for key, (n, most) in stats.items()}
         n_tasks = sum(n for n, _most in stats.values())
         progress(0.1, "Reading the study")
         labels: list[Table] = []
@@ -462,12 +498,13 @@ def _read_snapshot(
             builder = LabelsBuilder(key, rows, decisions, adjudicators, labels_width(rows, stats[key][1]))
             outputs = [TableFile(work, f"adjudicated_labels_{key}", fmt) for fmt in formats]
             first: Table | None = None
-            for tasks in _task_chunks(session, study.id, rubric):
+            for chunk in _task_chunks(session, study.id, rubric):
+                tasks = [t for t in chunk if t[C.task] not in pending_ids] if leave_out else chunk
                 table = builder.table(tasks, n_rows=stats[key][0])
                 first = first or table
                 for out in outputs:
                     out.write(table.frame)
-                written += len(tasks)
+                written += len(chunk)
                 progress(0.1 + 0.9 * written / max(n_tasks, 1), f"Writing labels: {written:,} of {n_tasks:,} tasks")
             first = first or builder.table([], n_rows=0)
             for out in outputs:
@@ -484,6 +521,8 @@ def _read_snapshot(
             "annotations_in_force": len(frame),
             "raters_with_annotations": int(frame[C.rater].nunique()),
             "adjudicated_tasks": len(decisions),
+            "pending_tasks": len(pending_ids),
+            "excluded_tasks": n_excluded,
         },
         database={
             "backend": engine.dialect.name,
@@ -492,6 +531,7 @@ def _read_snapshot(
         },
         snapshot_utc=snapshot_utc,
         first_model=model,
+        pending={"tasks": len(pending_ids), "excluded": pending == "exclude", "rule": PENDING_RULE},
     )
 
 
@@ -519,8 +559,10 @@ def export_study(
     real_names: bool = False,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
+    actor: Actor | Reviewer | int = SYSTEM,
     actor_id: int | None = None,
     progress: ProgressCallback | None = None,
+    pending: str = "include",
 ) -> ExportResult:
     """Write the publication export of a study into ``out_dir`` (a new or empty folder).
 
@@ -530,14 +572,26 @@ def export_study(
     in every requested format; ``latex/*.tex``; ``codebook.md`` and ``codebook.json`` (with the lme4
     call that refits the harm model); ``manifest.json``. The analysis uses the study's saved analysis
     options (references, tie rule, unrated items, penalty), as the analysis page does.
+
+    Only a lead of the study or an admin may export it (``actor``; the command line is
+    ``SYSTEM``; ``actor_id=`` is the older spelling). ``pending="exclude"`` leaves out the tasks
+    still pending (``PENDING_RULE``); either way the manifest says how many there are and whether
+    they were left out (``pending`` and ``counts.pending_tasks``). Tasks a lead excluded on the
+    Flags page are never exported (``counts.excluded_tasks``).
     """
     formats = parse_formats(formats)
+    if pending not in PENDING_CHOICES:
+        raise InvalidInput(f"pending must be one of {', '.join(PENDING_CHOICES)} (got {pending!r})")
+    acting = as_actor(actor_id if actor_id is not None else actor)
+    lead_id = check_exporter(engine, study_name, acting)
     destination = _prepare_destination(Path(out_dir))
     report = _Progress(progress)
     report(0.0, "Reading the study")
     work = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent))
     try:
-        snapshot = _read_snapshot(engine, study_name, not real_names, work, formats, report.span(0.0, 0.45))
+        snapshot = _read_snapshot(
+            engine, study_name, not real_names, work, formats, report.span(0.0, 0.45), pending=pending
+        )
         study = snapshot.study
         files: list[ExportedFile] = list(snapshot.files)
 
@@ -586,6 +640,8 @@ def export_study(
         (work / CODEBOOK_MD).write_text(_codebook_markdown(codebook, study.name), encoding="utf-8")
         add(work / CODEBOOK_MD, format="markdown")
         notes = [*analysis.notes]
+        if snapshot.pending["tasks"]:
+            notes.insert(0, pending_sentence(snapshot.pending["tasks"], excluded=pending == "exclude"))
         manifest = {
             "medrev_version": _medrev_version(),
             "snapshot_utc": snapshot.snapshot_utc,
@@ -601,6 +657,7 @@ def export_study(
             "pseudonymised": not real_names,
             "formats": list(formats),
             "counts": snapshot.counts,
+            "pending": snapshot.pending,
             "analysis": analysis.parameters,
             "harm_model": _harm_summary(analysis),
             "csv_escaping": CSV_ESCAPING_RULE,
@@ -621,7 +678,7 @@ def export_study(
     with write_session(engine) as session:
         audit.record(
             session,
-            actor_id=actor_id,
+            actor_id=lead_id,
             action="study.export",
             entity="study",
             entity_id=study.id,
@@ -631,6 +688,8 @@ def export_study(
                 "pseudonymised": not real_names,
                 "snapshot_utc": snapshot.snapshot_utc,
                 "files": len(files) + 1,
+                "pending_tasks": snapshot.pending["tasks"],
+                "pending_excluded": pending == "exclude",
             },
         )
     report(1.0, "Export written")
@@ -642,6 +701,48 @@ def export_study(
         pseudonymised=not real_names,
         snapshot_utc=snapshot.snapshot_utc,
     )
+
+
+def check_exporter(engine: Engine, study_name: str, actor: Actor) -> int | None:
+    """The exporting account's id (None for the system) if it leads the study or is an admin, else PermissionDenied."""
+    with read_session(engine) as session:
+        me = acting_user(session, actor, roles=LEAD_ROLES)
+        require_study_lead(session, me, get_study_row(session, study_name))
+    return me.id if me is not None else None
+
+
+def pending_sentence(n: int, *, excluded: bool) -> str:
+    """One sentence on the tasks still pending, for the Export page and the manifest's notes."""
+    tasks = "task is" if n == 1 else "tasks are"
+    what = "left out of this export" if excluded else "included with the ratings they have so far"
+    return f"{n} {tasks} still pending (fewer ratings than planned); they are {what}."
+
+
+def pending_tasks(engine: Engine, study_name: str, *, actor: Actor | Reviewer | int) -> int:
+    """How many of the study's exportable tasks are still pending (``PENDING_RULE``), for the Export page."""
+    check_exporter(engine, study_name, as_actor(actor))
+    with read_session(engine) as session:
+        study = get_study_row(session, study_name)
+        rated = (
+            select(Annotation.task_id, func.count(func.distinct(Annotation.assignment_id)).label("n"))
+            .join(Task, Task.id == Annotation.task_id)
+            .where(Task.study_id == study.id)
+            .group_by(Annotation.task_id)
+            .subquery()
+        )
+        count = session.exec(
+            select(func.count())
+            .select_from(Task)
+            .outerjoin(rated, rated.c.task_id == Task.id)
+            .where(
+                Task.study_id == study.id,
+                Task.rubric.in_(study.rubric_keys),
+                Task.id.not_in(select(GoldTask.task_id).where(GoldTask.study_id == study.id)),
+                Task.id.not_in(excluded_tasks(study.id)),
+                func.coalesce(rated.c.n, 0) < Task.target_raters,
+            )
+        ).one()
+    return int(count)
 
 
 def _harm_summary(analysis: StudyAnalysis) -> dict[str, Any]:
@@ -675,8 +776,10 @@ def export_archive(
     real_names: bool = False,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
+    actor: Actor | Reviewer | int = SYSTEM,
     actor_id: int | None = None,
     progress: ProgressCallback | None = None,
+    pending: str = "include",
 ) -> ExportArchive:
     """The export as one zip, for a download button (same content as :func:`export_study`).
 
@@ -694,8 +797,10 @@ def export_archive(
             real_names=real_names,
             n_boot=n_boot,
             seed=seed,
+            actor=actor,
             actor_id=actor_id,
             progress=report.span(0.0, 0.9),
+            pending=pending,
         )
         zipped = Path(tmp) / f"{name}.zip"
         paths = [path for path in sorted(result.out_dir.rglob("*")) if path.is_file()]

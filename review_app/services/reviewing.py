@@ -47,7 +47,7 @@ from review_app.db.models import (
     utcnow,
 )
 from review_app.rubrics import Rubric, ScoreSheet, get_rubric
-from review_app.services import audit
+from review_app.services import audit, flags
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, as_actor, require_study_lead
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, ScoresDiffer
 
@@ -604,6 +604,8 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
                 raise ScoresDiffer("Not submitted: the scores sent are not the scores on your screen; submit again.")
         if seconds is None:
             seconds = draft.seconds_on_task if draft is not None else 0.0
+        previous = _current(session, assignment.id) if latest else None
+        previous_flags = set(previous.flags) if previous is not None else set()
         annotation = Annotation(
             assignment_id=assignment.id,
             task_id=task.id,
@@ -621,6 +623,7 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
             AnnotationScore(annotation_id=annotation.id, dimension=k, rubric=task.rubric, value=v)
             for k, v in sheet.scores.items()
         )
+        _report_flags(session, assignment, get_rubric(task.rubric), sheet, previous_flags)
         now = utcnow()
         assignment.status = "submitted"
         assignment.submitted_at = now
@@ -638,6 +641,23 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
             after={"assignment": assignment.id, "revision": latest + 1, "scores": sheet.scores},
         )
         return SubmitResult(annotation.id, annotation.revision, created=True)
+
+
+def _report_flags(
+    session: Session, assignment: Assignment, rubric: Rubric, sheet: ScoreSheet, before: set[str]
+) -> None:
+    """Send the flags ticked with this submission that report a problem to the lead's Flags page.
+
+    Only flags new in this revision (an edit that keeps "Disputed gold answer" does not raise it
+    twice); the comment goes with them, so the lead reads why.
+    """
+    for flag in rubric.flags:
+        if not flag.reports or flag.key not in sheet.flags:
+            continue
+        if flag.key in before:
+            continue
+        comment = f"{flag.label} (ticked when scoring)" + (f": {sheet.comment}" if sheet.comment else "")
+        flags.raise_flag(session, assignment, kind=flag.reports, comment=comment)
 
 
 def skip(engine: Engine, assignment_id: int, reviewer_id: int | Actor) -> None:
@@ -658,13 +678,31 @@ def skip(engine: Engine, assignment_id: int, reviewer_id: int | Actor) -> None:
         )
 
 
-def set_flag(engine: Engine, assignment_id: int, reviewer_id: int | Actor, flagged: bool, note: str = "") -> None:
-    """Flag a task for the study lead's attention, with an optional note."""
+def set_flag(
+    engine: Engine,
+    assignment_id: int,
+    reviewer_id: int | Actor,
+    flagged: bool,
+    note: str = "",
+    *,
+    kind: str = "other",
+) -> None:
+    """Flag a task for the study lead (what the problem is with, and a comment), or take the flag back.
+
+    The flag becomes a row of ``task_flag`` that the lead's Flags page lists and answers
+    (``services.flags``); unflagging withdraws the reviewer's open flags on the task.
+    """
+    if flagged:
+        kind = flags.check_kind(kind)
     with write_session(engine) as session:
         assignment = _own(session, assignment_id, reviewer_id)
         assignment.flagged = flagged
         assignment.note = note[:2000]
         session.add(assignment)
+        if flagged:
+            flag_id: int | list[int] = flags.raise_flag(session, assignment, kind=kind, comment=note).id
+        else:
+            flag_id = flags.withdraw_flags(session, assignment.id)
         audit.record(
             session,
             actor_id=assignment.reviewer_id,
@@ -672,7 +710,7 @@ def set_flag(engine: Engine, assignment_id: int, reviewer_id: int | Actor, flagg
             entity="assignment",
             entity_id=assignment.id,
             study_id=assignment.study_id,
-            after={"note": note[:2000]},
+            after={"note": note[:2000], "kind": kind if flagged else None, "flag": flag_id},
         )
 
 

@@ -55,8 +55,9 @@ from review_app.db.engine import read_session, write_session
 from review_app.db.models import ModelResponse, Reviewer, Study, Task
 from review_app.rubrics import get_rubric
 from review_app.services import audit
+from review_app.services.actors import Actor, acting_user, as_actor, require_study_lead
 from review_app.services.annotations import annotations_frame, get_study_row
-from review_app.services.errors import InvalidInput, PermissionDenied
+from review_app.services.errors import InvalidInput, PermissionDenied, SessionEnded
 from review_app.services.study_cache import CACHE, study_frame
 from review_app.services.study_cache import data_version as data_version  # re-exported (older callers)
 
@@ -353,14 +354,29 @@ def analysis_options(engine: Engine, study_name: str) -> AnalysisOptions:
 
 
 def save_analysis_options(
-    engine: Engine, study_name: str, options: AnalysisOptions, *, actor_id: int
+    engine: Engine,
+    study_name: str,
+    options: AnalysisOptions,
+    *,
+    actor: Actor | Reviewer | int | None = None,
+    actor_id: int | None = None,
 ) -> AnalysisOptions:
-    """Store a study's analysis choices (leads and admins only); audited with the before and after."""
+    """Store a study's analysis choices (a lead of the study, or an admin); audited with the before and after.
+
+    ``actor_id=`` is the older spelling of ``actor=`` (an account id).
+    """
+    if actor is None and actor_id is None:
+        raise TypeError("pass actor= (the signed-in user, or actors.SYSTEM on the command line)")
+    acting = as_actor(actor if actor is not None else actor_id)
     with write_session(engine) as session:
-        actor = session.get(Reviewer, actor_id)
-        if actor is None or not actor.active or actor.role not in LEAD_ROLES:
-            raise PermissionDenied("only an active study lead or admin can change the analysis settings")
+        try:
+            me = acting_user(session, acting, roles=LEAD_ROLES)
+        except SessionEnded:
+            raise
+        except PermissionDenied:
+            raise PermissionDenied("only an active study lead or admin can change the analysis settings") from None
         study = get_study_row(session, study_name)
+        require_study_lead(session, me, study)
         before = AnalysisOptions.from_settings(study.settings)
         settings = dict(study.settings)
         settings[SETTINGS_KEY] = options.to_dict()
@@ -368,7 +384,7 @@ def save_analysis_options(
         session.add(study)
         audit.record(
             session,
-            actor_id=actor_id,
+            actor_id=me.id if me is not None else None,
             action="study.analysis_options",
             entity="study",
             entity_id=study.id,

@@ -40,7 +40,7 @@ from sqlalchemy import Engine, case, func
 from sqlmodel import select
 
 from review_app.db.engine import read_session
-from review_app.db.models import Adjudication, Annotation, Assignment, GoldTask, Task
+from review_app.db.models import Adjudication, Annotation, Assignment, GoldTask, Task, TaskFlag
 from review_app.services.annotations import annotations_frame, get_study_row
 
 T = TypeVar("T")
@@ -55,7 +55,8 @@ def data_version(engine: Engine, study_name: str) -> tuple[int, ...]:
     Counts and highest ids of the study's annotations (append-only: a revision is a new row), tasks
     (their responses give the harm model's first model), adjudications and assignments (a new
     reviewer renumbers pseudonyms), the number of flagged and of withdrawn assignments (both
-    changed in place), and the gold-task set (count, sum and highest id). Any write that changes
+    changed in place), the gold-task set (count, sum and highest id) and the tasks a lead excluded
+    (count and sum of ids). Any write that changes
     the frame or a number computed from it changes the fingerprint. The study's id and creation
     time come first, so a study deleted and created again under its name is a new one.
     """
@@ -90,8 +91,14 @@ def data_version(engine: Engine, study_name: str) -> tuple[int, ...]:
                 func.coalesce(func.max(GoldTask.task_id), 0),
             ).where(GoldTask.study_id == study.id)
         ).one()
+        excluded = session.exec(  # a lead's exclusion (a flag's status, changed in place) leaves every analysis
+            select(func.count(TaskFlag.id), func.coalesce(func.sum(TaskFlag.task_id), 0)).where(
+                TaskFlag.study_id == study.id, TaskFlag.status == "excluded"
+            )
+        ).one()
     created = int(study.created_at.timestamp() * 1_000_000) if study.created_at else 0
-    return tuple(int(v) for v in (study.id, created, *annotations, *task_rows, *decisions, *assignments, *gold))
+    parts = (study.id, created, *annotations, *task_rows, *decisions, *assignments, *gold, *excluded)
+    return tuple(int(v) for v in parts)
 
 
 def nbytes(value: Any, seen: set[int] | None = None, depth: int = 0) -> int:

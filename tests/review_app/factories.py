@@ -113,7 +113,7 @@ def dual_rated_study(
     models=("model-a",),
     rubrics=("A", "B"),
 ) -> tuple[list, object]:
-    """A study whose every unit is assigned to two of ``reviewers`` reviewers; returns (reviewers, lead)."""
+    """A study whose every unit is assigned to two of ``reviewers`` reviewers; returns (reviewers, its lead)."""
     from review_app.services import assignment, studies
 
     items = seed_items(engine, tmp_path, units, subsets=("MEDMISQA",))
@@ -121,6 +121,7 @@ def dual_rated_study(
     users = add_users(engine, reviewers)
     (lead,) = add_users(engine, 1, prefix="lead", role="lead")
     studies.create_study(engine, name, rubrics=list(rubrics), actor=SYSTEM)
+    studies.set_study_lead(engine, name, lead.username, actor=SYSTEM)
     studies.draw_pool(engine, name, units, seed=1, actor=SYSTEM)
     assignment.assign(engine, name, raters=2, dual_share=1.0, actor=SYSTEM)
     return users, lead

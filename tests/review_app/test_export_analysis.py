@@ -99,7 +99,7 @@ def test_the_codebooks_medrev_command_refits_the_exported_model(exported):
 def test_the_codebooks_lme4_call_refits_the_exported_model(engine, tmp_path):
     """Run the codebook's R code on an export whose model is well identified and compare with glmer."""
     lead = build_study(engine, tmp_path, units=60)
-    save_analysis_options(engine, "pub", AnalysisOptions(penalty="normal"), actor_id=lead.id)
+    save_analysis_options(engine, "pub", AnalysisOptions(penalty="normal"), actor=lead)
     out = tmp_path / "exports" / "pub"
     export.export_study(engine, "pub", out, formats="csv", n_boot=20)
     code = json.loads((out / "codebook.json").read_text())["harm_model"]["r_code"]

@@ -37,12 +37,13 @@ def setup(engine, tmp_path):
     reviewers = add_users(engine, 4)
     (lead,) = add_users(engine, 1, prefix="lead", role="lead")
     studies.create_study(engine, "pilot", rubrics=["B"], actor=SYSTEM)
+    studies.set_study_lead(engine, "pilot", lead.username, actor=SYSTEM)
     studies.draw_pool(engine, "pilot", 8, seed=1, actor=SYSTEM)
     assignment.assign(engine, "pilot", raters=2, dual_share=1.0, actor=SYSTEM)
     for k, (_task, slots) in enumerate(sorted(slots_by_task(engine, "pilot", "B").items())):
         for slot in slots:
             rate(engine, slot, WORST if k % 2 else SAFE)
-    adjudication.auto_unanimous(engine, "pilot", "B", lead_id=lead.id)
+    adjudication.auto_unanimous(engine, "pilot", "B", actor=lead)
     studies.create_study(engine, "main", rubrics=["B"], actor=SYSTEM)
     studies.set_study_lead(engine, "main", lead.username, actor=SYSTEM)
     studies.draw_pool(engine, "main", 8, seed=2, actor=SYSTEM)
@@ -298,7 +299,7 @@ def test_severity_and_pilot_plans_use_the_analysis_pages_harm_model_and_options(
     excluded = int((~paper.harm_input["in_model"]).sum())
     assert excluded > 0 and paper.harm_model.n == int(paper.harm_input["in_model"].sum())
     chosen = AnalysisOptions(references={"provenance": "authority"}, unrated="level", penalty="normal")
-    save_analysis_options(engine, DEMO_STUDY, chosen, actor_id=lead.id)
+    save_analysis_options(engine, DEMO_STUDY, chosen, actor=lead)
     analysis, _ = both()
     assert analysis.harm_model.reference_levels["provenance"] == "authority"
     assert analysis.harm_model.penalty.key == "normal" and analysis.harm_model.n == paper.harm_model.n + excluded

@@ -36,7 +36,7 @@ PENALTY_LABELS = {
 }
 
 
-def settings_form(db, study_name: str, analysis, options: AnalysisOptions, user_id: int) -> None:
+def settings_form(db, study_name: str, analysis, options: AnalysisOptions, user) -> None:
     """The lead's analysis choices for a Rubric B study, in a form (nothing reruns until it is saved)."""
     levels = analysis.factor_levels()
     defaults = analysis.default_references()
@@ -87,7 +87,7 @@ def settings_form(db, study_name: str, analysis, options: AnalysisOptions, user_
     if saved:
         try:
             new = AnalysisOptions(references=chosen, tie_rule=tie_rule, unrated=unrated, penalty=penalty)
-            save_analysis_options(db, study_name, new, actor_id=user_id)
+            save_analysis_options(db, study_name, new, actor=user)
         except ServiceError as error:
             st.error(str(error))
         else:
@@ -108,7 +108,7 @@ for note in analysis.notes:
 
 if "B" in study.rubric_keys:
     with st.expander("Analysis settings (saved with the study; the export uses them)"):
-        settings_form(db, study.name, analysis, options, user.id)
+        settings_form(db, study.name, analysis, options, user)
 
 tables = paper_tables.analysis_tables(analysis)
 if analysis.rubric_a is not None:

@@ -13,7 +13,7 @@ they always were: each names its task and dimension, and a submit carries the ve
 import streamlit as st
 
 from review_app.rubrics import get_rubric
-from review_app.services import reviewing
+from review_app.services import flags, reviewing
 from review_app.services.errors import ServiceError
 from review_app.ui.components import material, scoring
 from review_app.ui.components.text import plain
@@ -50,11 +50,23 @@ def _skip(aid: int) -> None:
     _go_next()
 
 
-def _toggle_flag(aid: int, flagged: bool) -> None:
+def _unflag(aid: int) -> None:
     try:
-        reviewing.set_flag(db, aid, user, not flagged)
+        reviewing.set_flag(db, aid, user, False)
     except ServiceError as exc:
         flash(str(exc), "error")
+
+
+def _send_flag(aid: int) -> None:
+    """Send the flag (what the problem is with, and the comment) to the study lead's Flags page."""
+    kind = st.session_state.get(f"flag{aid}:kind") or "other"
+    comment = st.session_state.get(f"flag{aid}:comment", "")
+    try:
+        reviewing.set_flag(db, aid, user, True, comment, kind=kind)
+    except ServiceError as exc:
+        flash(str(exc), "error")
+    else:
+        flash("Flag sent to the study lead.", "success")
 
 
 _PAGE_RUN = "mr_page_run"
@@ -110,13 +122,29 @@ def _task_region(page_run: int) -> None:
     left.button(
         "Skip for now", on_click=_skip, args=(aid,), disabled=view.status == "submitted", width="stretch"
     )
-    right.button(
-        "Unflag" if view.flagged else "Flag for lead",
-        on_click=_toggle_flag,
-        args=(aid, view.flagged),
-        width="stretch",
-        help="Ask the study lead to look at this task.",
-    )
+    answer = flags.latest_answer(db, aid)
+    reply = f" The lead replied: {answer[2]}" if answer and answer[2] else ""
+    if view.flagged:
+        right.button(
+            "Unflag",
+            on_click=_unflag,
+            args=(aid,),
+            width="stretch",
+            help=f"You flagged this task for the study lead ({answer[1] if answer else 'open'}).{reply}",
+        )
+    else:
+        tip = "Tell the study lead about a problem with this task."
+        with right.popover("Flag for lead", width="stretch", help=tip):
+            st.radio(
+                "The problem is with",
+                list(flags.KIND_LABELS),
+                format_func=lambda k: flags.KIND_LABELS[k].removeprefix("Problem with "),
+                key=f"flag{aid}:kind",
+            )
+            st.text_area("Comment for the lead", key=f"flag{aid}:comment", max_chars=flags.MAX_TEXT)
+            if reply:
+                st.caption(plain(reply.strip()))
+            st.button("Send to lead", type="primary", on_click=_send_flag, args=(aid,))
 
     material_col, score_col = st.columns([11, 9], gap="small")
     with material_col, st.container(key="mr-material"):

@@ -113,7 +113,7 @@ def test_reviewers_cannot_save_analysis_settings(demo_db):
     with read_session(demo_db) as session:
         reviewer = session.exec(select(Reviewer).where(Reviewer.username == "rev01")).one()
     with pytest.raises(PermissionDenied):
-        save_analysis_options(demo_db, DEMO_STUDY, AnalysisOptions(tie_rule="safer"), actor_id=reviewer.id)
+        save_analysis_options(demo_db, DEMO_STUDY, AnalysisOptions(tie_rule="safer"), actor=reviewer)
     assert analysis_options(demo_db, DEMO_STUDY).tie_rule == "less_safe"
 
 

@@ -76,7 +76,7 @@ def test_export_page_offers_a_zip_with_manifest(demo_db):
     at = _lead_page("lead_export")
     next(b for b in at.button if b.label == "Build export").click().run()
     assert not at.exception
-    archive = at.session_state["export_archive"]
+    archive = at.session_state[f"export_archive:{DEMO_STUDY}"]
     with zipfile.ZipFile(io.BytesIO(archive.data)) as zipped:
         names = zipped.namelist()
         raw = zipped.read(next(n for n in names if n.endswith("raw_annotations.csv"))).decode()
