@@ -5,8 +5,10 @@ The demo is a small but complete review study: 48 original items over the five s
 configurations, a roster of reviewers, leads and an admin, a stratified pool, dual-rater
 assignment, and part of the work already done by most reviewers (so the lead pages have real
 numbers to show). ``rev01`` and ``rev02`` start with an untouched queue for a first try, and share
-a few units (:data:`SHARED_UNITS`, both of them on each, nobody else), so scoring as one and then
-the other shows a disagreement on the Agreement and Adjudication pages.
+one unit (:data:`SHARED_UNITS`: its Rubric A task and its response tasks, both of them on each,
+nobody else), so scoring as one and then the other shows a disagreement on the Agreement and
+Adjudication pages. One, because the main pool takes 45 of the 48 items (the harm model needs them)
+and only one English item with responses is left.
 Scores for the simulated reviews are drawn with a fixed seed, so every demo database is the same.
 
 The simulated scores are shaped so the lead pages show a readable analysis: falsehood clarity is a
@@ -37,7 +39,7 @@ DEMO_DATA = Path(__file__).with_name("demo_data")
 DEMO_STUDY = "Demo: MedMisBench clinician review"
 DEMO_JUDGE_STUDY = "Demo: retracted-paper judge audit"
 UNTOUCHED = ("rev01", "rev02")
-SHARED_UNITS = 4
+SHARED_UNITS = 1  # the one English item with responses left outside the 45-item main pool
 
 
 def demo_password(username: str) -> str:
@@ -159,7 +161,7 @@ def seed_demo_database(engine) -> list[str]:
     done = _simulate_reviews(engine, random.Random(2026))
     lines.append(
         f"simulated {done} submitted reviews (rev01 and rev02 start with an untouched queue and share "
-        f"{SHARED_UNITS} units: score as both to see a disagreement)"
+        f"{SHARED_UNITS} unit: score as both to see a disagreement)"
     )
     return lines
 
@@ -181,7 +183,7 @@ SEVERITY |= {"rev06": 0.25, "rev07": 0.95, "rev08": 0.4, "rev09": 0.85, "rev10":
 
 
 def _shared_units(engine, others: list[str]) -> list[str]:
-    """Add :data:`SHARED_UNITS` English units rated by both rev01 and rev02 (and nobody else).
+    """Add :data:`SHARED_UNITS` English unit(s) rated by both rev01 and rev02 (and nobody else).
 
     Drawn and assigned through the services like the rest, with the other reviewers' enrolment
     paused meanwhile; nobody's simulated scores change (the simulation skips rev01 and rev02).

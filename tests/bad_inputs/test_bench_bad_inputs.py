@@ -967,11 +967,25 @@ STATS: list[Case] = [
     Case("stats-proportion-negative", lambda w: ["stats", "proportion", "--successes", "-1", "--n", "3"], ("-1",)),
     Case(
         "stats-plan-pilot-unknown-study",
-        lambda w: ["stats", "plan", "--metric", "rate", "--pilot", "nosuch"],
+        lambda w: [*_empty_database(w), "stats", "plan", "--metric", "rate", "--pilot", "nosuch"],
         ("no study named 'nosuch'",),
     ),
     Case("stats-plan-kind", lambda w: ["stats", "plan", "--metric", "nosuch"], ("nosuch",)),
 ]
+
+def _empty_database(work: Path) -> list[str]:
+    """Create the case's database (an empty, migrated one beside ``work``): a missing file is its own
+    refusal (exit 1, tests/bad_inputs/test_review_bad_inputs.py), here the study is what is unknown."""
+    from review_app.db.engine import make_engine
+    from review_app.db.migrate import upgrade
+
+    engine = make_engine(f"sqlite:///{work.parent / 'medrev.db'}")
+    try:
+        upgrade(engine)
+    finally:
+        engine.dispose()
+    return []
+
 
 CASES = [*MMB_FILES, *ARGUMENTS, *RUN_DIRS, *HEALTHCONTRADICT, *TROJAN, *GENERATE, *STATS]
 

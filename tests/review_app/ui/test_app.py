@@ -83,8 +83,8 @@ def test_lead_sees_lead_pages(demo_db):
 def test_queue_and_scoring_rubric_a_then_b(demo_db):
     at = sign_in("rev01")
     table = at.dataframe[0].value
-    # the 45-item demo pool (issue 18: a harm model with finite SEs) and 4 units shared with rev02
-    assert list(table["To do"]) == [12, 12, 2]
+    # the 45-item demo pool (issue 18: a harm model with finite SEs) and the unit shared with rev02
+    assert list(table["To do"]) == [9, 9, 2]
     assert list(table["Rubric"]) == [get_rubric(k).name for k in ("A", "B", "judge")]
     at, aid = _open_review(at)
     assert at.markdown[0].value == "#### Rubric A: item validation"
