@@ -29,7 +29,7 @@ from sqlalchemy import Engine, and_, func
 from sqlmodel import Session, select
 
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
-from review_app.analysis.reviewer_quality import QualityThresholds, ReviewerQuality, reviewer_quality
+from review_app.analysis.reviewer_quality import Alert, QualityThresholds, ReviewerQuality, reviewer_quality
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import Adjudication, Annotation, GoldTask, Reviewer, Study, Task
 from review_app.rubrics import ScoreSheet, get_rubric
@@ -386,14 +386,8 @@ def quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityRepo
     )
 
 
-
-def cached_quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityReport:
-    """:func:`quality_report`, computed once per data version, thresholds, gold answers and harm-model spec.
-
-    The role check and the small settings read run on every call (the cache must not outlive a
-    lead's role); the frames come from the study's shared cache, and the report is shared by every
-    lead and session of the process.
-    """
+def _quality_inputs(engine: Engine, actor: Actor, study_name: str):
+    """The role check and the small reads every cached quality value runs on each call."""
     with read_session(engine) as session:
         require_lead(session, actor)
         study = get_study_row(session, study_name)
@@ -404,11 +398,14 @@ def cached_quality_report(engine: Engine, actor: Actor, study_name: str) -> Qual
         settings = QualityThresholds.from_dict(study.settings.get(SETTINGS_KEY))
         spec = harm_spec(session, study)
     key = (
-        "quality",
         repr(sorted(settings.to_dict().items())),
         repr(sorted((k, sorted(v.items())) for k, v in expected.items())),
-        repr(spec),
     )
+    return expected, settings, spec, key
+
+
+def _cached_quality(engine: Engine, study_name: str, inputs, *, severity: bool) -> QualityReport:
+    expected, settings, spec, key = inputs
 
     def compute(version: tuple[int, ...]) -> QualityReport:
         regular = study_frame(engine, study_name, pseudonymise=False, version=version)
@@ -419,10 +416,11 @@ def cached_quality_report(engine: Engine, actor: Actor, study_name: str) -> Qual
         usernames, pseudonyms = labels
         result = reviewer_quality(
             regular,
-            harm=harm_model(regular, spec),
+            harm=harm_model(regular, spec) if severity else None,
             gold_annotations=gold_frame,
             expected=expected,
             thresholds=settings,
+            severity=severity,
         )
         return QualityReport(
             study=study_name,
@@ -431,7 +429,35 @@ def cached_quality_report(engine: Engine, actor: Actor, study_name: str) -> Qual
             n_gold_tasks=len(expected),
         )
 
-    return CACHE.get(engine, study_name, key, compute)
+    if severity:
+        return CACHE.get(engine, study_name, ("quality", *key, repr(spec)), compute)
+    return CACHE.get(engine, study_name, ("quality_alerts", *key), compute)
+
+
+def cached_quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityReport:
+    """:func:`quality_report`, computed once per data version, thresholds, gold answers and harm-model spec.
+
+    The role check and the small settings read run on every call (the cache must not outlive a
+    lead's role); the frames come from the study's shared cache, and the report is shared by every
+    lead and session of the process.
+    """
+    return _cached_quality(engine, study_name, _quality_inputs(engine, actor, study_name), severity=True)
+
+
+def cached_quality_alerts(engine: Engine, actor: Actor, study_name: str) -> tuple[Alert, ...]:
+    """The alerts of :func:`cached_quality_report` (drift and gold accuracy) without fitting the harm model.
+
+    Alerts depend on drift and gold accuracy only, so the Progress page does not pay for severity
+    (the harm model and its refit by third, seconds at panel scale): it reads the full report's
+    alerts when a lead has computed it for this data version, else an alerts-only report, cached
+    the same way (same data version, thresholds and gold answers).
+    """
+    inputs = _quality_inputs(engine, actor, study_name)
+    _expected, _settings, spec, key = inputs
+    full = CACHE.peek(engine, study_name, ("quality", *key, repr(spec)))
+    if full is not None:
+        return full.quality.alerts
+    return _cached_quality(engine, study_name, inputs, severity=False).quality.alerts
 
 
 def _labels(engine: Engine, study_name: str):
@@ -491,6 +517,8 @@ def quality_csv(report: QualityReport, *, real_names: bool = False) -> bytes:
 
 
 def quality_alerts(engine: Engine, actor: Actor, study_name: str) -> list[dict[str, Any]]:
-    """Alerts for the Progress page: reviewer, kind (drift or gold) and a sentence."""
-    report = quality_report(engine, actor, study_name)
-    return [{"reviewer": a.rater, "kind": a.kind, "message": a.message} for a in report.quality.alerts]
+    """Alerts for the Progress page: reviewer, kind (drift or gold) and a sentence (shared cache)."""
+    return [
+        {"reviewer": a.rater, "kind": a.kind, "message": a.message}
+        for a in cached_quality_alerts(engine, actor, study_name)
+    ]

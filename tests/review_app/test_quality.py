@@ -212,9 +212,15 @@ def test_thresholds_are_kept_with_the_study_and_drive_alerts(setup):
     quality.mark_gold(engine, lead, "main", task.id, expected_scores=WORST)
     assignment.assign(engine, "main", raters=1, dual_share=0.0, actor=SYSTEM)
     slot = slots_by_task(engine, "main", "B")[task.id][0]
+    assert quality.quality_alerts(engine, lead, "main") == []  # cached for this data version
     rate(engine, slot, SAFE)
-    alerts = quality.quality_alerts(engine, lead, "main")
+    alerts = quality.quality_alerts(engine, lead, "main")  # the submit moved the version: not the cached []
     assert [a["kind"] for a in alerts] == ["gold"]
+    # The alerts-only report (no harm model) alerts exactly as the full report, cached or not.
+    full = quality.quality_report(engine, lead, "main").quality.alerts
+    assert quality.cached_quality_alerts(engine, lead, "main") == full
+    assert quality.cached_quality_report(engine, lead, "main").quality.alerts == full
+    assert quality.cached_quality_alerts(engine, lead, "main") == full  # read from the full report now
     with read_session(engine) as session:
         from review_app.db.models import Reviewer
 
