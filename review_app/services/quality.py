@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 from sqlalchemy import Engine, and_, func
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, select
 
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
@@ -172,21 +173,43 @@ def _final_decisions(session: Session, exclude_study: int) -> dict[tuple[str, in
 
 
 def gold_candidates(engine: Engine, actor: Actor, study_name: str) -> list[GoldCandidate]:
-    """Unrated, non-gold tasks of the study whose unit was finally decided in another study."""
+    """Unrated, non-gold tasks of the study whose unit was finally decided in another study.
+
+    The database narrows the study's tasks to unrated, non-gold ones on an item decided elsewhere
+    (indexed semi-joins), so a page rerun reads a handful of rows, not every task of a panel-scale
+    study; the unit match (rubric, item, response) and the complete-scores check stay as before.
+    """
     with read_session(engine) as session:
         require_lead(session, actor)
         study = _study(session, study_name)
         decisions = _final_decisions(session, study.id)
-        gold = set(session.exec(select(GoldTask.task_id).where(GoldTask.study_id == study.id)))
-        tasks = session.exec(select(Task).where(Task.study_id == study.id).order_by(Task.pool_rank, Task.id)).all()
-        rated = _submitted(session, [t.id for t in tasks])
+        if not decisions:
+            return []
+        other = aliased(Task)
+        decided_items = (
+            select(other.item_id)
+            .join(Adjudication, Adjudication.task_id == other.id)
+            .where(other.study_id != study.id, Adjudication.status.in_(FINAL_STATUSES))
+        )
+        rated = select(Annotation.id).where(Annotation.task_id == Task.id).exists()
+        gold = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
+        rows = session.exec(
+            select(Task.id, Task.unit_key, Task.rubric, Task.item_id, Task.response_id)
+            .where(
+                Task.study_id == study.id,
+                Task.item_id.in_(decided_items),
+                Task.id.not_in(gold),
+                ~rated,
+            )
+            .order_by(Task.pool_rank, Task.id)
+        ).all()
     out = []
-    for task in tasks:
-        found = decisions.get((task.rubric, task.item_id, task.response_id))
-        if found is None or task.id in gold or rated.get(task.id):
+    for task_id, unit_key, rubric, item_id, response_id in rows:
+        found = decisions.get((rubric, item_id, response_id))
+        if found is None:
             continue
         scores, status, source_study, source_task = found
-        out.append(GoldCandidate(task.id, task.unit_key, task.rubric, scores, source_study, source_task, status))
+        out.append(GoldCandidate(int(task_id), unit_key, rubric, scores, source_study, source_task, status))
     return out
 
 
