@@ -213,18 +213,28 @@ def gold_candidates(engine: Engine, actor: Actor, study_name: str) -> list[GoldC
     return out
 
 
-def unrated_tasks(engine: Engine, actor: Actor, study_name: str) -> list[tuple[int, str, str]]:
-    """(task id, unit key, rubric) of the study's ordinary tasks nobody has rated yet (gold-able)."""
+def unrated_tasks(
+    engine: Engine, actor: Actor, study_name: str, *, limit: int | None = None
+) -> list[tuple[int, str, str]]:
+    """(task id, unit key, rubric) of the study's ordinary tasks nobody has rated yet (gold-able), in pool order.
+
+    ``limit``: the first so many only. A panel-scale study has 100,000s of unrated tasks; a page
+    offers the first few hundred in pool order (the next to be served, so the ones worth making
+    gold) instead of reading and listing every one on each rerun.
+    """
     with read_session(engine) as session:
         require_lead(session, actor)
         study = _study(session, study_name)
-        rated = select(Annotation.task_id).join(Task, Task.id == Annotation.task_id).where(Task.study_id == study.id)
+        rated = select(Annotation.id).where(Annotation.task_id == Task.id).exists()
         gold = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
-        rows = session.exec(
+        query = (
             select(Task.id, Task.unit_key, Task.rubric)
-            .where(Task.study_id == study.id, Task.id.not_in(rated), Task.id.not_in(gold))
+            .where(Task.study_id == study.id, ~rated, Task.id.not_in(gold))
             .order_by(Task.pool_rank, Task.id)
-        ).all()
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        rows = session.exec(query).all()
     return [(int(t), unit, rubric) for t, unit, rubric in rows]
 
 

@@ -165,7 +165,9 @@ def test_marking_gold_without_a_decision_elsewhere_is_refused(engine, tmp_path):
     studies.create_study(engine, "solo", rubrics=["B"], actor=SYSTEM)
     studies.set_study_lead(engine, "solo", lead.username, actor=SYSTEM)
     studies.draw_pool(engine, "solo", 3, seed=1, actor=SYSTEM)
-    (task_id, _unit, _rubric), *_ = quality.unrated_tasks(engine, lead, "solo")
+    unrated = quality.unrated_tasks(engine, lead, "solo")
+    assert len(unrated) == 3 and quality.unrated_tasks(engine, lead, "solo", limit=2) == unrated[:2]  # pool order
+    (task_id, _unit, _rubric), *_ = unrated
     assert quality.gold_candidates(engine, lead, "solo") == []
     with pytest.raises(InvalidInput, match="enter the consensus scores"):
         quality.mark_gold(engine, lead, "solo", task_id)
