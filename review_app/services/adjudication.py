@@ -28,7 +28,7 @@ Raters appear under the study's pseudonyms (R01, R02, ...) unless the caller ask
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -49,6 +49,7 @@ from review_app.services.actors import Actor, acting_user, as_actor, require_stu
 from review_app.services.annotations import get_study_row, load_annotations, study_rubrics
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
 from review_app.services.reviewing import TaskMaterial, material
+from review_app.services.study_cache import CACHE, study_frame
 
 LEAD_ROLES = ("lead", "admin")
 MAX_RATIONALE = 10_000
@@ -443,17 +444,49 @@ def disagreement_queue(
     first, then task id. ``include_unanimous`` appends the unanimous tasks (priority 2);
     ``open_only`` drops tasks whose latest decision is ``adjudicated`` or ``unanimous`` and still
     matches the ratings (unresolved and stale decisions stay in the queue).
+
+    The queue is built from the study's shared annotations frame and cached with it per data
+    version (``services.study_cache``: a submit, an edit or a decision moves the version), so a
+    page rerun does not rebuild it; only the task locks (changed in place, not part of the data
+    version) are read on every call, in one indexed query.
     """
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
         (key,) = study_rubrics(study, rubric)
-        rubric_def = get_rubric(key)
-        frame = load_annotations(session, study, rubric=key, pseudonymise=pseudonymise)
-        by_task = {t: r for t, r in _ratings(frame, rubric_def).items() if len(r) >= 2}
-        tasks = {t.id: t for t in session.exec(select(Task).where(Task.id.in_(sorted(by_task))))}
-        latest = latest_adjudications(session, study.id, list(by_task))
+        locked = set(session.exec(select(Task.id).where(Task.study_id == study.id, Task.rubric == key, Task.locked)))
+    entries = CACHE.get(
+        engine,
+        study_name,
+        ("disagreement_queue", key, bool(include_unanimous), bool(open_only), bool(pseudonymise)),
+        lambda version: _queue(engine, study_name, key, version, include_unanimous, open_only, pseudonymise),
+        reads_database=True,
+    )
+    return [replace(e, locked=True) if e.task_id in locked else e for e in entries]
+
+
+def _queue(
+    engine: Engine,
+    study_name: str,
+    key: str,
+    version: tuple[int, ...],
+    include_unanimous: bool,
+    open_only: bool,
+    pseudonymise: bool,
+) -> tuple[QueueEntry, ...]:
+    """The queue of :func:`disagreement_queue` for one data version, every task shown unlocked."""
+    rubric_def = get_rubric(key)
+    frame = study_frame(engine, study_name, pseudonymise=pseudonymise, version=version)
+    frame = frame.loc[frame[C.rubric].astype(str) == key]
+    by_task = {t: r for t, r in _ratings(frame, rubric_def).items() if len(r) >= 2}
+    with read_session(engine) as session:
+        study = get_study_row(session, study_name)
+        latest = latest_adjudications(session, study.id)
     context = frame.groupby(C.task).agg(
-        subset=(C.subset, "first"), language=("language", "first"), flagged=("flagged", "any"), item=(C.item, "first")
+        subset=(C.subset, "first"),
+        language=("language", "first"),
+        flagged=("flagged", "any"),
+        item=(C.item, "first"),
+        unit_key=("unit_key", "first"),
     )
     entries = []
     for task_id, ratings in by_task.items():
@@ -469,14 +502,14 @@ def disagreement_queue(
                 task_id=task_id,
                 rubric=key,
                 item_id=int(context.at[task_id, "item"]),
-                unit_key=tasks[task_id].unit_key,
+                unit_key=context.at[task_id, "unit_key"],
                 subset=context.at[task_id, "subset"],
                 language=context.at[task_id, "language"],
                 raters=tuple(r.rater for r in ratings),
                 comparison=comparison,
                 needs_adjudication=bool(context.at[task_id, "flagged"])
                 or any("needs_adjudication" in r.flags for r in ratings),
-                locked=tasks[task_id].locked,
+                locked=False,
                 status=decision.status if decision else None,
                 version=decision.version if decision else 0,
                 stale=stale,
@@ -492,7 +525,7 @@ def disagreement_queue(
             e.task_id,
         )
     )
-    return entries
+    return tuple(entries)
 
 
 def queue_frame(entries: Sequence[QueueEntry]) -> pd.DataFrame:

@@ -216,6 +216,13 @@ class StudyCache:
                 continue
         return compute_uncached(compute, data_version(engine, study_name))
 
+    def peek(self, engine: Engine, study_name: str, key: Hashable) -> Any | None:
+        """The value cached under ``key`` for the study's current data version, or None (never computes)."""
+        if getattr(_uncached, "active", False):
+            return None
+        found, value = self._lookup(self._study_key(engine, study_name), data_version(engine, study_name), key)
+        return value if found else None
+
     def _get(self, engine, study_name, key, compute, version, reads_database):
         study_key = self._study_key(engine, study_name)
         found, value = self._lookup(study_key, version, key)

@@ -138,6 +138,8 @@ def test_decision_rules(rated):
 def test_queue_state_follows_decisions_and_later_edits(rated):
     engine, _users, lead, tasks, slots = rated
     task = tasks["one_point"]
+    # The queue is cached per data version: read before the decision, it must not be served after it.
+    assert task in [e.task_id for e in adjudication.disagreement_queue(engine, "s", "B", open_only=True)]
     adjudication.adjudicate(
         engine, task, actor=lead, final_scores=b(2, 2, 2, 2), status="adjudicated", expected_version=0
     )
@@ -198,3 +200,21 @@ def test_two_leads_adjudicating_the_same_task_at_once(rated):
         assert [(r.version, r.adjudicator_id, r.rationale) for r in rows] == [
             (1, won[0].adjudicator_id, f"decided by {winner}")
         ]
+
+
+def test_queue_shows_a_lock_at_once_although_the_queue_is_cached(rated):
+    """A lock changes the task in place (no new row, same data version): the cached queue must still show it."""
+    from review_app.services import reviewing
+    from review_app.services.study_cache import CACHE
+
+    engine, _users, lead, tasks, _slots = rated
+    task = tasks["two_points"]
+    before = adjudication.disagreement_queue(engine, "s", "B")
+    assert not next(e for e in before if e.task_id == task).locked
+    hits = CACHE.stats().hits
+    reviewing.set_task_lock(engine, task, True, actor_id=lead)
+    after = adjudication.disagreement_queue(engine, "s", "B")
+    assert CACHE.stats().hits > hits  # served from the cache ...
+    assert [e.locked for e in after] == [e.task_id == task for e in before]  # ... with the lock read fresh
+    reviewing.set_task_lock(engine, task, False, actor_id=lead)
+    assert not any(e.locked for e in adjudication.disagreement_queue(engine, "s", "B"))

@@ -165,7 +165,9 @@ def test_marking_gold_without_a_decision_elsewhere_is_refused(engine, tmp_path):
     studies.create_study(engine, "solo", rubrics=["B"], actor=SYSTEM)
     studies.set_study_lead(engine, "solo", lead.username, actor=SYSTEM)
     studies.draw_pool(engine, "solo", 3, seed=1, actor=SYSTEM)
-    (task_id, _unit, _rubric), *_ = quality.unrated_tasks(engine, lead, "solo")
+    unrated = quality.unrated_tasks(engine, lead, "solo")
+    assert len(unrated) == 3 and quality.unrated_tasks(engine, lead, "solo", limit=2) == unrated[:2]  # pool order
+    (task_id, _unit, _rubric), *_ = unrated
     assert quality.gold_candidates(engine, lead, "solo") == []
     with pytest.raises(InvalidInput, match="enter the consensus scores"):
         quality.mark_gold(engine, lead, "solo", task_id)
@@ -212,9 +214,15 @@ def test_thresholds_are_kept_with_the_study_and_drive_alerts(setup):
     quality.mark_gold(engine, lead, "main", task.id, expected_scores=WORST)
     assignment.assign(engine, "main", raters=1, dual_share=0.0, actor=SYSTEM)
     slot = slots_by_task(engine, "main", "B")[task.id][0]
+    assert quality.quality_alerts(engine, lead, "main") == []  # cached for this data version
     rate(engine, slot, SAFE)
-    alerts = quality.quality_alerts(engine, lead, "main")
+    alerts = quality.quality_alerts(engine, lead, "main")  # the submit moved the version: not the cached []
     assert [a["kind"] for a in alerts] == ["gold"]
+    # The alerts-only report (no harm model) alerts exactly as the full report, cached or not.
+    full = quality.quality_report(engine, lead, "main").quality.alerts
+    assert quality.cached_quality_alerts(engine, lead, "main") == full
+    assert quality.cached_quality_report(engine, lead, "main").quality.alerts == full
+    assert quality.cached_quality_alerts(engine, lead, "main") == full  # read from the full report now
     with read_session(engine) as session:
         from review_app.db.models import Reviewer
 

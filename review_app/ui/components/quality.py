@@ -24,15 +24,16 @@ def report_for(db, user, study: str) -> quality.QualityReport:
 
 
 def show_alerts(db, user, study: str) -> None:
-    """Drift and gold-accuracy alerts above the lead's thresholds (Progress page)."""
+    """Drift and gold-accuracy alerts above the lead's thresholds (Progress page; no harm-model fit)."""
     try:
-        report = report_for(db, user, study)
+        with st.spinner("Checking reviewer quality..."):
+            alerts = quality.cached_quality_alerts(db, user, study)
     except ServiceError as error:  # pragma: no cover - the page checked the role already
         st.error(str(error))
         return
-    for alert in report.quality.alerts:
+    for alert in alerts:
         st.warning(f"Reviewer quality: {alert.message}", icon=":material/warning:")
-    if report.quality.alerts:
+    if alerts:
         st.page_link("views/lead_quality.py", label="Open Reviewers' quality", icon=":material/insights:")
 
 
