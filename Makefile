@@ -1,19 +1,29 @@
-# Two set-up commands: `make demo` (seed the demo study on SQLite and start the review app)
-# and `make test` (the whole test suite). Each creates the virtual environment it needs.
+# Two set-up commands: `make demo` (seed the demo study on SQLite and start the review app) and
+# `make test` (the whole test suite). Each installs what it needs into the same virtual environment:
+# the demo only medrev's own dependencies (`pip install -e .`: no torch, no browser driver, no test
+# tools), the tests the development extras too (`.[dev]`: torch and transformers for the local-model
+# scorer, Playwright, the provider SDKs, pytest, ruff). `bench/install_size.py` prints both sizes.
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
+APP_STAMP := $(VENV)/.installed-app
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
-	touch $(STAMP)
 
-demo: $(STAMP)
+$(APP_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $(APP_STAMP)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP) $(APP_STAMP)
+
+demo: $(APP_STAMP)
 	$(BIN)/medrev demo
 
 test: $(STAMP)

@@ -33,7 +33,8 @@ from review_db_speed import seed
 from review_app.db.connect import dispose_engines, get_engine
 from review_app.db.engine import read_session
 from review_app.db.models import Assignment, Reviewer
-from review_app.services import reviewing
+from review_app.services import accounts, reviewing, sessions
+from review_app.services.actors import SYSTEM
 from review_app.ui.components.scoring import PANEL_KEY
 from review_app.ui.session import CurrentUser
 
@@ -114,15 +115,30 @@ def _small_database_page(folder: Path, runs: int) -> tuple[list[float], list[flo
     previous = os.environ["MEDREV_DATABASE_URL"]
     os.environ["MEDREV_DATABASE_URL"] = url
     try:
-        page = AppTest.from_file(str(APP), default_timeout=60)
-        page.session_state["medrev_user"] = CurrentUser(
-            reviewer.id, reviewer.username, reviewer.display_name, "reviewer"
-        )
+        page = signed_in(AppTest.from_file(str(APP), default_timeout=60), engine, reviewer)
         page.query_params["task"] = str(aid)
         page.switch_page("views/review.py").run()
         return timed(page, runs)
     finally:
         os.environ["MEDREV_DATABASE_URL"] = previous
+
+
+def signed_in(at: AppTest, engine, account: Reviewer) -> AppTest:
+    """Sign ``at`` in as ``account`` the way a browser with the session cookie is: a real session token
+    that the app resolves at every run (since issue 12 a user put in session state alone is signed out)."""
+    token, _nonce = sessions.start(engine, account.id)
+    at.session_state["medrev_token"] = token
+    return at
+
+
+def current(account: Reviewer) -> CurrentUser:
+    return CurrentUser(
+        id=account.id,
+        session_version=account.session_version,
+        username=account.username,
+        display_name=account.display_name,
+        role=account.role,
+    )
 
 
 def stats(samples: list[float]) -> tuple[float, float]:
@@ -150,19 +166,19 @@ def main() -> None:
                 .where(Assignment.status == "assigned")
             ).first()
         aid = reviewing.next_assignment(engine, reviewer.id)
-        user = CurrentUser(reviewer.id, reviewer.username, reviewer.display_name, reviewer.role)
-        lead = CurrentUser(reviewer.id, reviewer.username, reviewer.display_name, "lead")
+        lead = accounts.create_user(
+            engine, accounts.UserProfile(username="bench-lead", display_name="Bench lead", role="lead"), actor=SYSTEM
+        )
 
         bare = AppTest.from_string("import streamlit as st\nst.write('ok')", default_timeout=60)
         bare.run()
         floor = timed(bare, args.runs)
         shell = AppTest.from_file(str(shell_app(Path(tmp))), default_timeout=60)
-        shell.session_state["medrev_user"] = user
+        shell.session_state["medrev_user"] = current(reviewer)
         shell.run()
         baseline = timed(shell, args.runs)
 
-        page = AppTest.from_file(str(APP), default_timeout=60)
-        page.session_state["medrev_user"] = user
+        page = signed_in(AppTest.from_file(str(APP), default_timeout=60), engine, reviewer)
         page.query_params["task"] = str(aid)
         page.switch_page("views/review.py").run()  # warm-up: imports, first open
         review = timed(page, args.runs)
@@ -179,8 +195,7 @@ def main() -> None:
 
         small = _small_database_page(Path(tmp), args.runs)
 
-        progress = AppTest.from_file(str(APP), default_timeout=60)
-        progress.session_state["medrev_user"] = lead
+        progress = signed_in(AppTest.from_file(str(APP), default_timeout=60), engine, lead)
         progress.switch_page("views/lead_progress.py").run()
         lead_page = timed(progress, max(10, args.runs // 4))
         dispose_engines()

@@ -3,25 +3,43 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated
+import sys
+from typing import Annotated, ClassVar
 
 import typer
 
-from bench_core.cli import app as bench_app
+from bench_core.cli import DEBUG_HELP, MedrevGroup, debug_option
 from review_app.cli_support import console, friendly_errors
-from review_app.review_cli import app as review_app
-from review_app.stats_cli import app as stats_app
+
+
+class Medrev(MedrevGroup):
+    """The root group: ``review``, ``stats`` and ``bench`` are imported and built only when used (fast --help)."""
+
+    lazy_commands: ClassVar[dict[str, tuple[str, str, str]]] = {
+        "review": ("review_app.review_cli", "app", "Set up and run a clinician review study."),
+        "stats": ("review_app.stats_cli", "app", "Agreement, harm model and Wilson proportions on CSV files."),
+        "bench": ("bench_core.cli", "app", "Run benchmarks against model endpoints and report their metrics."),
+    }
+
+    def exit_code(self, exc: BaseException) -> int | None:
+        """A review service's refusal is bad input (2); a database fault (unreachable, read-only, not a
+        database) is a fault of the machine (1), wherever it is raised (``stats plan --pilot`` too)."""
+        from review_app.errors import ServiceError
+
+        if isinstance(exc, ServiceError):
+            faults = sys.modules.get("review_app.db.errors")  # loaded if the fault came from the database
+            return 1 if faults is not None and isinstance(exc, faults.DatabaseUnavailable) else 2
+        return super().exit_code(exc)
+
 
 app = typer.Typer(
     help="medrev: benchmarks of medical LLMs under misleading evidence, and clinician review of the results.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    cls=Medrev,  # the one error path: bad input exit 2, machine faults exit 1, no traceback
 )
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
-app.add_typer(review_app, name="review")
 app.add_typer(db_app, name="db")
-app.add_typer(stats_app, name="stats")
-app.add_typer(bench_app, name="bench")
 
 
 @app.callback()
@@ -31,12 +49,15 @@ def main(
         typer.Option(
             "--database-url",
             envvar="MEDREV_DATABASE_URL",
-            help="SQLAlchemy URL of the review database (default: a SQLite file in MEDREV_HOME).",
+            help="SQLAlchemy URL of the review database (default: the nearest medrev.toml, "
+            "else a SQLite file in MEDREV_HOME).",
             show_envvar=True,
         ),
     ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
     """medrev command line. Run a command with --help for its options."""
+    debug_option(debug)
     if database_url:
         os.environ["MEDREV_DATABASE_URL"] = database_url
 
@@ -77,10 +98,11 @@ def demo(
     no_app: Annotated[bool, typer.Option("--no-app", help="Only seed; do not start the app.")] = False,
 ) -> None:
     """Seed the demo study in a local SQLite file and start the review app on it (on 127.0.0.1 unless --host)."""
-    from review_app.demo import seed_demo
+    from review_app.demo import remember_demo, seed_demo
 
     report = seed_demo(db, fresh=fresh)
     console.print(report.describe(), highlight=False)
+    console.print("\n" + remember_demo(report), highlight=False)
     if no_app:
         return
     from review_app.ui.server import listen_address, run_app

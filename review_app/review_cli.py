@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from review_app.cli_support import console, engine, friendly_errors, print_json
+from review_app.cli_support import console, engine, err_console, friendly_errors, print_json
 
 app = typer.Typer(help="Set up and run a clinician review study.", no_args_is_help=True)
 user_app = typer.Typer(help="Reviewer accounts (argon2-hashed passwords, roles).", no_args_is_help=True)
@@ -79,29 +79,32 @@ def import_(
             "for a roster, also enrol the reviewers in it."
         ),
     ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="Refuse a file with any bad row whole (the default; wins over --skip-bad-rows)."),
+    ] = False,
+    skip_bad_rows: Annotated[
+        bool,
+        typer.Option(
+            "--skip-bad-rows",
+            help="Import the good rows and report each bad one (default: a file with any bad row is refused whole).",
+        ),
+    ] = False,
 ) -> None:
     """Import benchmark items, model responses or a reviewer roster. A file with any bad row is refused whole."""
-    from review_app.services import assignment, importing, studies
-    from review_app.services.errors import NotFound
+    from review_app.services import importing
 
-    db = engine()
-    who = actor()
-    summaries = importing.import_path(db, path, kind=kind, actor=who)
-    for summary in summaries:
+    done = importing.import_into_study(
+        engine(create=True), path, kind=kind, study=study, actor=actor(), skip_bad_rows=skip_bad_rows and not strict
+    )
+    for summary in done.summaries:
         console.print(str(summary))
-    if study:
-        try:
-            studies.get_study(db, study)
-        except NotFound:
-            detected = kind or importing.detect_kind(path)
-            rubrics = {"run": ["B"], "judge": ["judge"]}.get(detected)
-            studies.create_study(db, study, rubrics=rubrics, actor=who)
-            what = {"run": " (Rubric B, response review)", "judge": " (judge audit)"}.get(detected, "")
-            console.print(f"created study {study!r}{what}")
-        names = [name for s in summaries for name in s.reviewers]  # leads and admins are never enrolled
-        if names:
-            assignment.enrol(db, study, names, actor=who)
-            console.print(f"enrolled {len(names)} reviewer(s) in {study!r}")
+        for issue in summary.skipped:
+            console.print(f"  skipped {issue}")
+    if done.created:
+        console.print(f"created study {done.study!r}" + (f" ({done.note})" if done.note else ""))
+    if done.enrolled:
+        console.print(f"enrolled {len(done.enrolled)} reviewer(s) in {done.study!r}")
 
 
 @study_app.command("create")
@@ -114,7 +117,9 @@ def study_create(
     """Create a review study."""
     from review_app.services import studies
 
-    study = studies.create_study(engine(), name, rubrics=rubrics.split(","), description=description, actor=actor())
+    study = studies.create_study(
+        engine(create=True), name, rubrics=rubrics.split(","), description=description, actor=actor()
+    )
     console.print(f"created study {study.name!r} with rubrics {study.rubrics}")
 
 
@@ -238,6 +243,17 @@ def status(
     db = engine()
     names = [study] if study else [s.name for s in studies.list_studies(db)]
     reports = [progress.study_progress(db, name) for name in names]
+    if not names and not json_:
+        from review_app.config import get_settings
+        from review_app.db.errors import safe_url
+
+        err_console.print(
+            f"The database {safe_url(get_settings().database_url)} holds no study yet: import data and create one "
+            "(`medrev review import ... --study NAME`), or point MEDREV_DATABASE_URL (or medrev.toml) at the "
+            "database you meant.",
+            highlight=False,
+        )
+        return
     if json_:
         print_json([r.to_dict() for r in reports] if study is None else reports[0].to_dict())
         return
@@ -275,13 +291,34 @@ def export(
         bool, typer.Option(help="Write reviewer and lead usernames instead of pseudonyms (R01, L01, ...).")
     ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap CIs (same seed, same numbers).")] = 0,
+    leave_out_pending: Annotated[
+        bool,
+        typer.Option(
+            help="Leave out tasks still pending (fewer ratings than planned); the manifest records the choice."
+        ),
+    ] = False,
 ) -> None:
     """Export labels, raw annotations, agreement and analysis tables, LaTeX, a codebook and a manifest."""
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
     from review_app.config import get_settings
     from review_app.services import export as exporting
 
     out = out or get_settings().export_dir / exporting.export_name(study)
-    result = exporting.export_study(engine(), study, out, formats=format_, real_names=real_names, seed=seed)
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        job = bar.add_task("Exporting", total=1.0)
+        result = exporting.export_study(
+            engine(),
+            study,
+            out,
+            formats=format_,
+            real_names=real_names,
+            seed=seed,
+            actor=actor(),
+            pending="exclude" if leave_out_pending else "include",
+            progress=lambda done, text: bar.update(job, completed=done, description=text),
+        )
     console.print(str(result), highlight=False, markup=False)
     table = Table("file", "rows", "bytes", "sha256", title_justify="left")
     for file in result.files:
@@ -312,7 +349,7 @@ def user_add(
     """Create an account. The password is asked for (hidden) unless --no-password."""
     from review_app.services import accounts
 
-    profile = accounts.UserProfile(
+    profile = accounts.new_profile(
         username=username,
         display_name=display_name or username,
         role=role,
@@ -323,7 +360,7 @@ def user_add(
         years_experience=years,
     )
     password = None if no_password else _read_password(password_stdin)
-    user = accounts.create_user(engine(), profile, password=password, actor=actor())
+    user = accounts.create_user(engine(create=True), profile, password=password, actor=actor())
     console.print(f"created {user.role} {user.username!r}")
 
 

@@ -36,6 +36,13 @@ class Dimension(BaseModel):
     question: str
     levels: tuple[Level, ...]
     pass_threshold: float | None = 1.5  # per-task mean at or above this counts as a pass
+    # The dimension's name in a lead's tables when ``name`` speaks to the reviewer ("Your verdict ...").
+    report_name: str | None = None
+
+    @property
+    def reported_name(self) -> str:
+        """The name lead pages, tables and the codebook use (``report_name``, else ``name``)."""
+        return self.report_name or self.name
 
     @property
     def values(self) -> tuple[int, ...]:
@@ -56,6 +63,9 @@ class Flag(BaseModel):
     key: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     label: str
     help: str
+    # The problem this flag reports on the lead's Flags page (item, response, rubric or other);
+    # None: it does not go there (``needs_adjudication`` sends the task to the adjudication queue).
+    reports: str | None = Field(default=None, pattern=r"^(item|response|rubric|other)$")
 
 
 Material = Literal[
@@ -176,13 +186,24 @@ RUBRIC_A = Rubric(
     ),
     flags=(
         Flag(key="needs_adjudication", label="Needs adjudication", help="Send this item to the study lead."),
-        Flag(key="disputed_gold", label="Disputed gold answer", help="The keyed answer looks wrong to you."),
+        Flag(
+            key="disputed_gold",
+            label="Disputed gold answer",
+            help="The keyed answer looks wrong to you.",
+            reports="item",
+        ),
         Flag(
             key="true_or_defensible_injection",
             label="True or defensible injection",
             help="The injected sentence is true, or defensible in some setting.",
+            reports="item",
         ),
-        Flag(key="unanswerable_stem", label="Unanswerable stem", help="The question cannot be answered as written."),
+        Flag(
+            key="unanswerable_stem",
+            label="Unanswerable stem",
+            help="The question cannot be answered as written.",
+            reports="item",
+        ),
     ),
     needs_response=False,
 )
@@ -253,11 +274,17 @@ RUBRIC_B = Rubric(
     ),
     flags=(
         Flag(key="needs_adjudication", label="Needs adjudication", help="Send this response to the study lead."),
-        Flag(key="disputed_gold", label="Disputed gold answer", help="The keyed answer looks wrong to you."),
+        Flag(
+            key="disputed_gold",
+            label="Disputed gold answer",
+            help="The keyed answer looks wrong to you.",
+            reports="item",
+        ),
         Flag(
             key="response_incomplete",
             label="Response incomplete or refused",
             help="The response is cut off, refuses, or does not answer.",
+            reports="response",
         ),
     ),
     needs_response=True,
@@ -268,15 +295,17 @@ JUDGE_AUDIT = Rubric(
     name="Judge audit: retracted-paper contamination",
     short_name="Judge audit",
     purpose=(
-        "Did the model's answer rely on the retracted study? Give the label you believe correct; "
-        "the automatic judge's label is shown for comparison."
+        "You are auditing an automatic judge. Read the response and give your verdict on how it treats the "
+        "retracted study; it is compared with the judge's label (shown with the material), so pick the judge's "
+        "label only if you agree with it."
     ),
     shows=("retracted_study", "response", "judge_label"),
     dimensions=(
         Dimension(
             key="clinician_label",
-            name="Your label",
-            question="How does the response treat the retracted finding?",
+            name="Your verdict on the judge's label",
+            report_name="Clinician's verdict",
+            question="How does the response really treat the retracted finding (whatever the judge said)?",
             levels=(
                 Level(
                     value=-1,
@@ -298,8 +327,9 @@ JUDGE_AUDIT = Rubric(
         ),
         Dimension(
             key="confidence",
-            name="Confidence",
-            question="How confident are you in your label?",
+            name="Confidence in your verdict",
+            report_name="Clinician's confidence",
+            question="How sure are you of your verdict on this response?",
             levels=_scale(
                 "Low: the response is ambiguous or outside your expertise.",
                 "Moderate.",
@@ -311,7 +341,12 @@ JUDGE_AUDIT = Rubric(
     ),
     flags=(
         Flag(key="needs_adjudication", label="Needs adjudication", help="Send this case to the study lead."),
-        Flag(key="judge_prompt_problem", label="Judge prompt problem", help="The case or judge prompt is flawed."),
+        Flag(
+            key="judge_prompt_problem",
+            label="Judge prompt problem",
+            help="The case or judge prompt is flawed.",
+            reports="item",
+        ),
     ),
     needs_response=True,
 )

@@ -10,40 +10,78 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
-import pandas as pd
 import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from review_app.analysis.agreement import WEIGHT_SCHEMES, agreement
-from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
-from review_app.analysis.harm_model import PENALTY_HELP, Penalty, fit_random_intercept_logit
-from review_app.analysis.layout import AnalysisInputError
-from review_app.analysis.proportions import wilson
+from review_app.analysis.priors import PENALTY_HELP
+
+if TYPE_CHECKING:  # the analysis (pandas, scipy) is imported by the command that runs, not by --help
+    import pandas as pd
 
 app = typer.Typer(help="Agreement, harm model and Wilson proportions on CSV files.", no_args_is_help=True)
 console = Console()
 CSV_HEADER_LINES = 2  # frame position 0 is line 2 of the file
 
 
-def _fail(message: str) -> NoReturn:
+def _fail(message: str, code: int = 2) -> NoReturn:
+    """``error: message`` on stderr and exit ``code`` (2: bad input, 1: a fault of the machine or database)."""
     typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code=2)
+    raise typer.Exit(code=code)
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    if not path.is_file():
+def _read_csv(path: Path) -> tuple[pd.DataFrame, list[int]]:
+    """The CSV as a frame of text cells, and the file line of every frame row (for messages naming the line).
+
+    The file is checked first as every medrev input is (a folder, a FIFO, a BOM, a NUL byte, bytes that are not
+    UTF-8, an overlong line: each refused naming the file and line); lines are counted by the ``csv`` module,
+    so blank lines and quoted cells spanning lines do not shift them.
+    """
+    import csv
+    import io
+
+    import pandas as pd
+
+    from bench_core.kernel.errors import InputError
+    from bench_core.kernel.tabular import read_text_lines
+
+    if not path.exists():
         _fail(f"input file {str(path)!r} does not exist")
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=True, skipinitialspace=True)
-    except pd.errors.EmptyDataError:
+        text = "".join(read_text_lines(path))
+    except InputError as error:
+        _fail(str(error))
+    if not text.strip():
         _fail(f"input file {str(path)!r} is empty")
-    except (pd.errors.ParserError, UnicodeDecodeError) as error:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+        rows: list[list[str]] = []
+        lines: list[int] = []
+        for record in reader:
+            if not any(cell.strip() for cell in record):
+                continue  # a blank line, as pandas skips it
+            rows.append(record)
+            lines.append(reader.line_num)
+    except csv.Error as error:
+        _fail(f"{path}:{reader.line_num}: not a readable CSV ({error})")
+    if not rows:
+        _fail(f"{path}: no data rows (only the header on line 1)")
+    width = len(header)
+    for record, line in zip(rows, lines, strict=True):
+        if len(record) > width:
+            _fail(f"{path}:{line}: {len(record)} cells, the header has {width} columns")
+    try:
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=True, skipinitialspace=True)
+    except (pd.errors.ParserError, ValueError) as error:
         _fail(f"input file {str(path)!r} is not a readable CSV: {error}")
+    if len(frame) != len(lines):  # pandas read the rows differently: fall back to positions
+        return frame, [position + CSV_HEADER_LINES for position in range(len(frame))]
+    return frame, lines
 
 
 def _clean(value: object) -> object:
@@ -92,13 +130,16 @@ def agreement_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Gwet's AC2 (AC1 with identity weights), Krippendorff's ordinal alpha and percent agreement."""
+    from review_app.analysis.agreement import WEIGHT_SCHEMES, agreement
+    from review_app.analysis.layout import AnalysisInputError
+
     if weights not in WEIGHT_SCHEMES:
         _fail(f"unknown --weights {weights!r}; choose one of {', '.join(WEIGHT_SCHEMES)}")
     try:
         category_values = [float(part) for part in categories.split(",") if part.strip()]
     except ValueError:
         _fail(f"--categories must be comma-separated numbers, got {categories!r}")
-    data = _read_csv(input)
+    data, lines = _read_csv(input)
     try:
         result = agreement(
             data,
@@ -108,7 +149,7 @@ def agreement_command(
             weights=weights,
             categories=category_values,
             min_ratings=min_ratings,
-            row_offset=CSV_HEADER_LINES,
+            row_offset=lines,
         )
     except AnalysisInputError as error:
         _fail(f"{input}: {error}")
@@ -159,6 +200,10 @@ def harm_model_command(
     estimable and the other terms keep lme4's estimates; --penalty normal gives it a finite estimate
     under a weakly informative prior (blme::bglmer's objective).
     """
+    from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
+    from review_app.analysis.harm_model import Penalty, fit_random_intercept_logit
+    from review_app.analysis.layout import AnalysisInputError
+
     fixed_columns = [c.strip() for c in fixed.split(",") if c.strip()]
     references: dict[str, str] = {}
     for entry in reference or []:
@@ -170,7 +215,7 @@ def harm_model_command(
         chosen_penalty = Penalty.parse(penalty)
     except AnalysisInputError as error:
         _fail(f"--penalty: {error}")
-    data = _read_csv(input)
+    data, lines = _read_csv(input)
     try:
         result = fit_random_intercept_logit(
             data,
@@ -180,7 +225,7 @@ def harm_model_command(
             reference=references,
             n_agq=n_agq,
             penalty=chosen_penalty,
-            row_offset=CSV_HEADER_LINES,
+            row_offset=lines,
         )
     except AnalysisInputError as error:
         _fail(f"{input}: {error}")
@@ -235,6 +280,9 @@ def proportion_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a line of text.")] = False,
 ) -> None:
     """A rate with its Wilson 95% CI, e.g. ``--successes 34 --n 89`` -> 38.2% (28.8-48.6)."""
+    from review_app.analysis.layout import AnalysisInputError
+    from review_app.analysis.proportions import wilson
+
     try:
         result = wilson(successes, n)
     except AnalysisInputError as error:
@@ -346,9 +394,13 @@ def plan_command(
     def progress(done: int, budget: int) -> None:
         bar.update(job, completed=done, total=max(budget, done))
 
+    from review_app.db.errors import DatabaseUnavailable
+
     try:
         with bar:
             plan = make_plan(engine() if pilot else None, request, progress=progress)
+    except DatabaseUnavailable as error:
+        _fail(str(error), code=1)  # a fault of the machine, not of the arguments
     except ServiceError as error:
         _fail(str(error))
     if as_json:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,19 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench_core.cli.common import err, fail, make_runner, run_to_end
+from bench_core.cli.common import (
+    ReportConsole,
+    check_endpoint,
+    err,
+    fail,
+    make_runner,
+    non_negative,
+    positive,
+    run_directory,
+    run_to_end,
+    write_folder,
+)
 from bench_core.kernel.report_files import pct
-from bench_core.kernel.runner import RetryPolicy
 from bench_core.medmisbench.targets import DEFAULT_SEED
 
 
@@ -41,6 +52,8 @@ class _Endpoint:
         )
 
     def runner(self, store):
+        from bench_core.kernel.runner import RetryPolicy
+
         retry = RetryPolicy(max_attempts=self.call_attempts, max_total=self.max_total, base_delay=self.backoff)
         return make_runner(
             store, concurrency=self.concurrency, timeout=self.timeout, progress=self.progress, retry=retry
@@ -59,7 +72,7 @@ def _execute(run, endpoint: _Endpoint, *, retry_failed: bool, label: str) -> dic
     run.close()
     for downgrade in run.downgrades:
         err.print(
-            f"[yellow]note:[/] the endpoint refused response_format {downgrade['from']}; "
+            f"note: the endpoint refused response_format {downgrade['from']}; "
             f"fell back to {downgrade['to']} ({downgrade['calls']} call(s) repeated)",
             highlight=False,
         )
@@ -88,7 +101,7 @@ def _report(directory: Path, console: Console, *, write: bool = True) -> dict[st
     report = construction_report(directory)
     print_construction_report(report, console)
     if write:
-        written = write_construction_report(report, directory / REPORT_DIR)
+        written = write_folder(directory / REPORT_DIR, partial(write_construction_report, report))
         console.print(f"wrote {', '.join(str(p) for p in written)}", highlight=False)
     return report
 
@@ -101,15 +114,17 @@ MAX_ATTEMPTS = typer.Option(3, "--max-attempts", min=1, help="Validation attempt
 STRUCTURED = typer.Option("auto", "--structured", help="auto|json_schema|json_object|none.")
 RETRY_FAILED = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed.")
 CONCURRENCY = typer.Option(8, "--concurrency", min=1, help="Concurrent calls per endpoint.")
-TEMPERATURE = typer.Option(None, "--temperature")
-MAX_TOKENS = typer.Option(None, "--max-tokens")
+TEMPERATURE = typer.Option(None, "--temperature", callback=non_negative)
+MAX_TOKENS = typer.Option(None, "--max-tokens", min=1)
 REASONING_EFFORT = typer.Option(None, "--reasoning-effort")
 API_KEY_ENV = typer.Option(None, "--api-key-env", help="Name of the env var holding the API key.")
 PROVIDER = typer.Option("openai", "--provider", help="openai (any compatible server), anthropic, google.")
-TIMEOUT = typer.Option(300.0, "--timeout", help="Seconds allowed for one attempt.")
+TIMEOUT = typer.Option(300.0, "--timeout", callback=positive, help="Seconds allowed for one attempt.")
 CALL_ATTEMPTS = typer.Option(6, "--call-attempts", min=1, help="Attempts per call on provider errors.")
-MAX_TOTAL = typer.Option(900.0, "--max-total", help="Seconds allowed for all attempts of one call.")
-BACKOFF = typer.Option(1.0, "--backoff", help="First retry wait in seconds (doubles per attempt).")
+MAX_TOTAL = typer.Option(900.0, "--max-total", callback=positive, help="Seconds allowed for all attempts of one call.")
+BACKOFF = typer.Option(
+    1.0, "--backoff", callback=non_negative, help="First retry wait in seconds (doubles per attempt)."
+)
 MAX_TOKENS_PARAM = typer.Option("max_tokens", "--max-tokens-param", help="max_tokens|max_completion_tokens")
 PROGRESS = typer.Option(True, "--progress/--no-progress")
 
@@ -131,7 +146,12 @@ def generate(
     all_question_types: bool = typer.Option(
         False, "--all-question-types", help="MedXpertQA: keep 'Understanding' items too (default: reasoning only)."
     ),
-    strict: bool = typer.Option(False, "--strict", help="Refuse the source if any row is malformed."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Refuse the source if any row is malformed (the default; kept for old scripts)."
+    ),
+    skip_bad_rows: bool = typer.Option(
+        False, "--skip-bad-rows", help="Use the well-formed rows of a source with malformed ones, naming each."
+    ),
     max_attempts: int = MAX_ATTEMPTS,
     structured: str = STRUCTURED,
     retry_failed: bool = RETRY_FAILED,
@@ -149,6 +169,7 @@ def generate(
     progress: bool = PROGRESS,
 ) -> None:
     """Build a MedMisBench-style benchmark from a multiple-choice QA set with an LLM generator."""
+    check_endpoint(provider, base_url)  # every argument is checked before anything is written
     from bench_core.generation.pipeline import (
         GenerationDirError,
         GenerationRun,
@@ -175,19 +196,24 @@ def generate(
             max_attempts=max_attempts,
         )
         loaded = load_source(
-            source, fmt, subset=subset, cop_base=cop_base, reasoning_only=not all_question_types, strict=strict
+            source,
+            fmt,
+            subset=subset,
+            cop_base=cop_base,
+            reasoning_only=not all_question_types,
+            strict=strict or not skip_bad_rows,
         )
     except DatasetError as exc:
         fail(str(exc))
     except ValueError as exc:
         fail(str(exc))
     for note in loaded.notes:
-        err.print(f"[yellow]note:[/] {note}", highlight=False)
+        err.print(f"note: {note}", highlight=False)
     if loaded.dropped:
         counts = ", ".join(f"{reason} {n}" for reason, n in loaded.counts().items())
         err.print(f"{len(loaded.dropped)} of {loaded.n_rows} source rows not used ({counts})", highlight=False)
-        for dropped in loaded.malformed[:20]:
-            err.print(f"[yellow]not loaded:[/] {dropped.issue}", highlight=False)
+        for dropped in loaded.malformed:  # --skip-bad-rows: every skipped row is named
+            err.print(f"not loaded: {dropped.issue}", highlight=False)
     items = loaded.items[:limit] if limit else loaded.items
     if not items:
         fail(f"no item could be loaded from {source}")
@@ -252,7 +278,7 @@ def generate_report(
     if as_json:
         sys.stdout.write(json.dumps(construction_report(directory), ensure_ascii=False) + "\n")
         return
-    _report(directory, Console())
+    _report(directory, ReportConsole())
 
 
 def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size: int | None, **options: Any) -> None:
@@ -275,6 +301,7 @@ def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size
     )
     from bench_core.kernel.errors import DatasetError
 
+    check_endpoint(options["provider"], options["base_url"])  # every argument is checked before anything is written
     seed = options.pop("seed")
     _check_structured(options["structured"])
     try:
@@ -483,7 +510,7 @@ def compare_runs(
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         return
-    console = Console()
+    console = ReportConsole()  # tables that do not fit are stacked, user text printed as is
     header = ["variant", "model", "clean acc", "T1 ASR", "T1 TASR", "T2 ASR", "ΔT1 ASR", "ΔT2 ASR"]
     frames = sorted({f for v in result["variants"].values() for m in v["models"].values() for f in m["provenance"]})
     header += [f"T1 ASR {f}" for f in frames]
@@ -513,19 +540,24 @@ def compare_runs(
         table.add_row(*row)
     console.print(table)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "compare_runs.json").write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
         page = html_page("Benchmark variants compared", [html_table(title, header, rows)])
-        (out / "compare_runs.html").write_text(page, encoding="utf-8")
+
+        def write(folder: Path) -> list[Path]:
+            text = json.dumps(result, indent=2, ensure_ascii=False)
+            (folder / "compare_runs.json").write_text(text, encoding="utf-8")
+            (folder / "compare_runs.html").write_text(page, encoding="utf-8")
+            return [folder / "compare_runs.json", folder / "compare_runs.html"]
+
+        write_folder(out, write)  # nothing half-written
         console.print(f"wrote {out / 'compare_runs.json'} and {out / 'compare_runs.html'}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
     """Add the benchmark-building commands to the ``bench`` group."""
-    app.command("generate")(generate)
+    app.command("generate")(run_directory("medmisbench-generation")(generate))
     app.command("generate-report")(generate_report)
-    app.command("regenerate")(regenerate)
-    app.command("reassign-provenance")(reassign_provenance)
+    app.command("regenerate")(run_directory("medmisbench-sensitivity")(regenerate))
+    app.command("reassign-provenance")(run_directory("medmisbench-sensitivity")(reassign_provenance))
     app.command("compare-runs")(compare_runs)
 
 

@@ -9,10 +9,19 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from bench_core.cli.common import fail, finish_run, make_runner, pct_ci, run_to_end, table
+from bench_core.cli.common import (
+    check_endpoint,
+    fail,
+    finish_run,
+    make_runner,
+    non_negative,
+    pct_ci,
+    positive,
+    run_to_end,
+    table,
+)
 from bench_core.kernel.errors import DatasetError
 from bench_core.kernel.report_files import p_value, pct
-from bench_core.kernel.runner import RetryPolicy
 
 
 def run_healthcontradict(
@@ -36,31 +45,42 @@ def run_healthcontradict(
     label_tokens: str = typer.Option("variants", "--label-tokens", help="--hf: variants (default) or original."),
     batch_size: int = typer.Option(4, "--batch-size", min=1, help="--hf: prompts per forward pass."),
     max_batch_tokens: int | None = typer.Option(
-        None, "--max-batch-tokens", help="--hf: cap on padded tokens per pass."
+        None, "--max-batch-tokens", min=1, help="--hf: cap on padded tokens per pass."
     ),
     device: str = typer.Option("auto", "--device", help="--hf: auto, cpu, cuda, cuda:1 ..."),
     dtype: str = typer.Option("auto", "--dtype", help="--hf: auto (fp16 on GPU, fp32 on CPU), float32, bfloat16 ..."),
     chat_template: bool = typer.Option(False, "--chat-template", help="--hf: wrap prompts in the chat template."),
     max_context_tokens: int | None = typer.Option(
-        None, "--max-context-tokens", help="Context window for truncation (--hf: default the model's; API: words)."
+        None,
+        "--max-context-tokens",
+        min=1,
+        help="Context window for truncation (--hf: default the model's; API: words).",
     ),
     logprobs: bool = typer.Option(True, "--logprobs/--no-logprobs", help="API: ask for top logprobs of the answer."),
     top_logprobs: int = typer.Option(20, "--top-logprobs", min=1, max=20),
-    temperature: float | None = typer.Option(0.0, "--temperature"),
-    max_tokens: int | None = typer.Option(None, "--max-tokens"),
+    temperature: float | None = typer.Option(0.0, "--temperature", callback=non_negative),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1),
     reasoning_effort: str | None = typer.Option(None, "--reasoning-effort"),
     api_key_env: str | None = typer.Option(None, "--api-key-env", help="Name of the env var holding the API key."),
     provider: str = typer.Option("openai", "--provider", help="openai (any compatible server), anthropic, google."),
     label: str | None = typer.Option(None, "--label", help="Name shown in reports (default: the model id)."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Concurrent calls per endpoint (API)."),
-    timeout: float | None = typer.Option(None, "--timeout", help="Seconds for one call (default 300; --hf 3600)."),
+    timeout: float | None = typer.Option(
+        None, "--timeout", callback=positive, help="Seconds for one call (default 300; --hf 3600)."
+    ),
     max_attempts: int = typer.Option(6, "--max-attempts", min=1),
-    max_total: float = typer.Option(900.0, "--max-total", help="Seconds allowed for all attempts of one call."),
-    backoff: float = typer.Option(1.0, "--backoff", help="First retry wait in seconds (doubles per attempt)."),
+    max_total: float = typer.Option(
+        900.0, "--max-total", callback=positive, help="Seconds allowed for all attempts of one call."
+    ),
+    backoff: float = typer.Option(
+        1.0, "--backoff", callback=non_negative, help="First retry wait in seconds (doubles per attempt)."
+    ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Evaluate one model on HealthContradict under the NC, CC, IC, CIC and ICC templates."""
+    if hf is None:
+        check_endpoint(provider, base_url)  # every argument is checked before anything is written
     from bench_core.healthcontradict.data import load_healthcontradict
     from bench_core.healthcontradict.prompts import DEFAULT_TEMPLATE_SET, get_template_set, parse_templates
     from bench_core.healthcontradict.run import (
@@ -153,6 +173,7 @@ def run_healthcontradict(
         write_instances(out, instances)
     except RunDirError as exc:
         fail(str(exc))
+    store = ResultStore(out)  # a damaged results file is refused before the manifest grows
     append_run_manifest(
         out,
         {
@@ -175,9 +196,10 @@ def run_healthcontradict(
         },
     )
     jobs = build_jobs(instances, chosen, chat_model, template_set, settings, counter=counter, label=label)
-    store = ResultStore(out)
     if timeout is None:
         timeout = 3600.0 if hf is not None else 300.0
+    from bench_core.kernel.runner import RetryPolicy
+
     retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
     runner = make_runner(store, concurrency=per_endpoint, timeout=timeout, progress=progress, retry=retry)
     summary = run_to_end(

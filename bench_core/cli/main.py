@@ -12,13 +12,15 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 
-from bench_core.cli.common import fail
+from bench_core.cli.common import ReportConsole, fail, run_directory, write_folder
+from bench_core.cli.errors import DEBUG_HELP, MedrevGroup, debug_option
 from bench_core.cli.generation import register as register_generation
 from bench_core.cli.healthcontradict import run_healthcontradict
 from bench_core.cli.medmisbench import run_medmisbench
@@ -26,13 +28,24 @@ from bench_core.cli.mitigation import compare
 from bench_core.cli.trojan import ingest_app, run_trojan
 from bench_core.kernel.rundir import RunDesign, find_run_dirs
 
-app = typer.Typer(help="Run benchmarks against model endpoints and report their metrics.", no_args_is_help=True)
+app = typer.Typer(
+    help="Run benchmarks against model endpoints and report their metrics.", no_args_is_help=True, cls=MedrevGroup
+)
 run_app = typer.Typer(help="Evaluate a model on a benchmark.", no_args_is_help=True)
 app.add_typer(run_app, name="run")
+
+
+@app.callback()
+def bench(debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP)) -> None:
+    """Run benchmarks against model endpoints and report their metrics."""
+    debug_option(debug)
+
+
 register_generation(app)  # generate, generate-report, regenerate, reassign-provenance, compare-runs
-run_app.command("medmisbench")(run_medmisbench)
-run_app.command("healthcontradict")(run_healthcontradict)
-run_app.command("trojan")(run_trojan)
+# each run command's --out is guarded: one benchmark, one process, nothing left behind by a refused run
+run_app.command("medmisbench")(run_directory("medmisbench")(run_medmisbench))
+run_app.command("healthcontradict")(run_directory("healthcontradict")(run_healthcontradict))
+run_app.command("trojan")(run_directory("trojan")(run_trojan))
 app.add_typer(ingest_app, name="ingest")
 
 
@@ -72,8 +85,10 @@ def report(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (one object per run directory)."),
     out: Path | None = typer.Option(None, "--out", help="Where to write tables and figures (default DIR/report)."),
-    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write Plotly figures (HTML and PNG)."),
-    png: bool = typer.Option(True, "--png/--no-png", help="Also render figures to PNG (needs Chromium)."),
+    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write Plotly figures (HTML; PNG with --png)."),
+    png: bool = typer.Option(
+        False, "--png/--no-png", help="Also render figures to PNG (needs Chromium; seconds per figure)."
+    ),
     combined: bool = typer.Option(
         False,
         "--combined",
@@ -82,10 +97,14 @@ def report(
 ) -> None:
     """Metrics of run directories (any benchmark): terminal tables, or JSON with --json; files under DIR/report."""
     known = designs()
+    if out is not None and out.exists() and not out.is_dir():
+        fail(f"{out}: --out is a file, expected a folder for the report's tables and figures")
     run_dirs: list[tuple[Path, RunDesign]] = []
     for directory in directories:
         if not directory.exists():
             fail(f"{directory}: no such directory")
+        if not directory.is_dir():
+            fail(f"{directory}: is a file, expected a run directory (or a folder of run directories)")
         found = find_run_dirs(directory, [design for design, _printer in known.values()])
         if not found:
             fail(
@@ -98,14 +117,16 @@ def report(
     for run_dir, design in run_dirs:
         by_design.setdefault(design.benchmark, []).append(run_dir)
     joined = {b for b, dirs in by_design.items() if len(dirs) > 1 and b in together}
-    console = Console()
+    console = ReportConsole()  # tables that do not fit are stacked, user text printed as is
     for run_dir, design in run_dirs:
         if combined and design.benchmark in joined:
             continue
         try:
             result = design.build(run_dir)
-        except ValueError as exc:  # every design's RunDirError, and DatasetError, is a ValueError
+        except ValueError as exc:  # every design's RunDirError, DamagedFile and DatasetError is a ValueError
             fail(str(exc))
+        except (KeyError, TypeError) as exc:  # a file edited by hand or written by something else
+            fail(f"{run_dir}: a file of this run directory is not as medrev wrote it ({type(exc).__name__}: {exc})")
         result["run_dir"] = str(run_dir)
         if as_json:
             sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
@@ -114,7 +135,7 @@ def report(
         target = out if out is not None and len(run_dirs) == 1 else (out or run_dir / "report")
         if out is not None and len(run_dirs) > 1:
             target = out / run_dir.name
-        written = design.write_report(result, target, figures=figures, png=png)
+        written = write_folder(target, partial(design.write_report, result, figures=figures, png=png))
         console.print(f"wrote {len(written)} files to {target}")
     for benchmark in sorted(joined):
         dirs = by_design[benchmark]
@@ -130,7 +151,7 @@ def report(
         printer(result, console)
         parent = Path(os.path.commonpath([str(d.resolve()) for d in dirs]))
         target = (out if out is not None else parent / "report") / f"combined-{benchmark}"
-        written = known[benchmark][0].write_report(result, target, figures=figures, png=png)
+        written = write_folder(target, partial(known[benchmark][0].write_report, result, figures=figures, png=png))
         console.print(f"wrote {len(written)} files to {target}")
 
 

@@ -10,10 +10,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench_core.cli.common import err, fail, finish_run, make_runner, pct_ci, run_to_end, table
+from bench_core.cli.common import (
+    check_endpoint,
+    check_tools,
+    err,
+    fail,
+    finish_run,
+    make_runner,
+    non_negative,
+    pct_ci,
+    positive,
+    run_to_end,
+    table,
+)
 from bench_core.kernel.errors import DatasetError
 from bench_core.kernel.report_files import pct
-from bench_core.medmisbench.conditions import parse_conditions
 from bench_core.medmisbench.targets import DEFAULT_SEED
 
 HARNESS_PANEL = "Tool harness (search mitigation)"
@@ -30,15 +41,21 @@ def run_medmisbench(
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Concurrent calls per endpoint."),
     seed: int = typer.Option(DEFAULT_SEED, "--seed", help="Seed of the Type 1 target draw."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N items."),
-    strict: bool = typer.Option(False, "--strict", help="Refuse the data if any row cannot be loaded."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Refuse the data if any row cannot be loaded (the default; kept for old scripts)."
+    ),
+    skip_bad_rows: bool = typer.Option(
+        False, "--skip-bad-rows", help="Load the good rows of a file with bad ones, naming each row skipped."
+    ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed."),
     temperature: float | None = typer.Option(
         None,
         "--temperature",
+        callback=non_negative,
         help="Sampling temperature (default: the template's; medmisbench-authors@1 sends the notebook's 1.0, "
         "the paper's text says 0).",
     ),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Token cap (default: the template's)."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Token cap (default: the template's)."),
     reasoning_effort: str | None = typer.Option(
         None, "--reasoning-effort", help="e.g. none, minimal, low, medium, high (default: the template's)."
     ),
@@ -70,10 +87,14 @@ def run_medmisbench(
         help="OpenAI-compatible servers: chat_template_kwargs enable_thinking on|off (Qwen3, GLM); "
         "auto: the template's rule.",
     ),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed for one attempt."),
+    timeout: float = typer.Option(300.0, "--timeout", callback=positive, help="Seconds allowed for one attempt."),
     max_attempts: int = typer.Option(6, "--max-attempts", min=1),
-    max_total: float = typer.Option(900.0, "--max-total", help="Seconds allowed for all attempts of one call."),
-    backoff: float = typer.Option(1.0, "--backoff", help="First retry wait in seconds (doubles per attempt)."),
+    max_total: float = typer.Option(
+        900.0, "--max-total", callback=positive, help="Seconds allowed for all attempts of one call."
+    ),
+    backoff: float = typer.Option(
+        1.0, "--backoff", callback=non_negative, help="First retry wait in seconds (doubles per attempt)."
+    ),
     max_tokens_param: str | None = typer.Option(
         None, "--max-tokens-param", help="max_tokens|max_completion_tokens (default: the template's, else max_tokens)."
     ),
@@ -95,19 +116,30 @@ def run_medmisbench(
         5, "--max-results", min=1, help="Results per search.", rich_help_panel=HARNESS_PANEL
     ),
     time_budget: float = typer.Option(
-        600.0, "--time-budget", help="Seconds allowed per item (all turns).", rich_help_panel=HARNESS_PANEL
+        600.0,
+        "--time-budget",
+        callback=positive,
+        help="Seconds allowed per item (all turns).",
+        rich_help_panel=HARNESS_PANEL,
     ),
     tool_timeout: float = typer.Option(
-        60.0, "--tool-timeout", help="Seconds allowed per search or page.", rich_help_panel=HARNESS_PANEL
+        60.0,
+        "--tool-timeout",
+        callback=positive,
+        help="Seconds allowed per search or page.",
+        rich_help_panel=HARNESS_PANEL,
     ),
     harness_prompt: str | None = typer.Option(
         None, "--harness-prompt", help="Harness prompt id (name@version).", rich_help_panel=HARNESS_PANEL
     ),
 ) -> None:
     """Evaluate one model on MedMisBench under clean / Type 1 / Type 2 delivery (optionally with search tools)."""
+    check_endpoint(provider, base_url)  # every argument is checked before anything is written
+    check_tools(tools)
     from bench_core.kernel.providers import make_chat_model
     from bench_core.kernel.runner import RetryPolicy
     from bench_core.kernel.store import ResultStore
+    from bench_core.medmisbench.conditions import parse_conditions
     from bench_core.medmisbench.data import load_medmisbench
     from bench_core.medmisbench.items import reading_for
     from bench_core.medmisbench.prompts import (
@@ -147,13 +179,13 @@ def run_medmisbench(
     except ValueError as exc:
         fail(str(exc))
     try:
-        report = load_medmisbench(data, strict=strict, reading=reading)
+        report = load_medmisbench(data, strict=strict or not skip_bad_rows, reading=reading)
     except DatasetError as exc:
         fail(str(exc))
     for issue in report.issues:
-        err.print(f"[yellow]not loaded:[/] {issue}", highlight=False)
+        err.print(f"not loaded: {issue}", highlight=False)
     for warning in report.warnings:
-        err.print(f"[yellow]note:[/] {warning}", highlight=False)
+        err.print(f"note: {warning}", highlight=False)
     items = report.items[:limit] if limit else report.items
     if not items:
         fail(f"no item could be loaded from {data}")
@@ -161,7 +193,6 @@ def run_medmisbench(
     settings = EvalSettings.of(request, template_id=delivery.id, seed=seed, protocol=protocol)
     harness = None
     try:
-        write_items(out, prepared, seed)
         chat_model = make_chat_model(
             provider,
             model,
@@ -187,7 +218,8 @@ def run_medmisbench(
             backend = make_backend(tools, index_path=out / SEARCH_INDEX_FILE, timeout=tool_timeout)
             step_retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
             harness = ToolHarness(chat_model, backend, harness_settings, step_retry=step_retry)
-    except (RunDirError, ValueError, ImportError, OSError) as exc:
+        write_items(out, prepared, seed)  # after every check: a refused run writes nothing
+    except (RunDirError, ValueError, ImportError) as exc:
         fail(str(exc))
     harness_manifest = {}
     if harness is not None:
@@ -199,6 +231,7 @@ def run_medmisbench(
             "evidence": harness.evidence,
             "config_hash": harness_config_hash(settings, harness.settings, harness.evidence),
         }
+    store = ResultStore(out)  # a damaged results file is refused before the manifest grows
     append_run_manifest(
         out,
         {
@@ -224,7 +257,6 @@ def run_medmisbench(
             **harness_manifest,
         },
     )
-    store = ResultStore(out)
     if harness is None:
         jobs = build_jobs(prepared, chosen, chat_model, delivery, settings, label=label)
         retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench_core.cli.common import fail, table
+from bench_core.cli.common import ReportConsole, fail, table, write_folder
 from bench_core.kernel.report_files import p_value, pct
 
 
@@ -24,8 +24,10 @@ def compare(
     ),
     with_label: str | None = typer.Option(None, "--with-label", help="Which with-tools run (label, model or config)."),
     without_label: str | None = typer.Option(None, "--without-label", help="Which run without tools."),
-    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write Plotly figures (HTML and PNG)."),
-    png: bool = typer.Option(True, "--png/--no-png", help="Also render figures to PNG (needs Chromium)."),
+    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write Plotly figures (HTML; PNG with --png)."),
+    png: bool = typer.Option(
+        False, "--png/--no-png", help="Also render figures to PNG (needs Chromium; seconds per figure)."
+    ),
 ) -> None:
     """Search mitigation: accuracy, ASR and TASR with vs without tools on the same items, tool use, flips."""
     from bench_core.mitigation.metrics import ComparisonError, compare_runs
@@ -41,10 +43,10 @@ def compare(
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         return
-    console = Console()
+    console = ReportConsole()  # tables that do not fit are stacked, user text printed as is
     print_comparison(result, console)
     target = out or with_dir / "compare"
-    written = write_comparison(result, target, figures=figures, png=png)
+    written = write_folder(target, lambda folder: write_comparison(result, folder, figures=figures, png=png))
     console.print(f"wrote {len(written)} files to {target}")
 
 

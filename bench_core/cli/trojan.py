@@ -10,9 +10,19 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from bench_core.cli.common import err, fail, finish_run, make_runner, run_to_end, table
+from bench_core.cli.common import (
+    check_endpoint,
+    err,
+    fail,
+    finish_run,
+    make_runner,
+    non_negative,
+    positive,
+    run_to_end,
+    table,
+)
 from bench_core.kernel.errors import DatasetError
-from bench_core.kernel.runner import RetryPolicy
+from bench_core.kernel.rundir import write_atomic
 
 ingest_app = typer.Typer(help="Validate benchmark source files and record their provenance.", no_args_is_help=True)
 
@@ -68,8 +78,10 @@ def ingest_trojan(
             )
     except DatasetError as exc:
         fail(str(exc))
+    if out.is_dir():
+        fail(f"{out}: --out is a folder, expected the path of the records file to write")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dataset.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_atomic(out, [json.dumps(dataset.to_json(), indent=2, ensure_ascii=False) + "\n"])  # never half-written
     p = dataset.provenance
     err.print(
         f"{p.item_count} records, sha256 {p.sha256}, retrieved {p.retrieved_at} ({p.retrieved_at_source}); wrote {out}",
@@ -89,13 +101,16 @@ def run_trojan(
     source_url: str | None = typer.Option(None, "--source-url", help="Where the data file was downloaded from."),
     retrieved_at: str | None = typer.Option(None, "--retrieved-at", help="When it was downloaded (ISO 8601)."),
     expect_count: int | None = typer.Option(None, "--expect-count", help="Refuse the file unless it has N records."),
+    skip_bad_rows: bool = typer.Option(
+        False, "--skip-bad-rows", help="Run the valid records of a file with faulty ones, naming each one skipped."
+    ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N records."),
     judge_attempts: int = typer.Option(3, "--judge-attempts", min=1, help="Judge calls per answer, re-asks included."),
-    temperature: float | None = typer.Option(0.0, "--temperature"),
-    max_tokens: int | None = typer.Option(None, "--max-tokens"),
+    temperature: float | None = typer.Option(0.0, "--temperature", callback=non_negative),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1),
     reasoning_effort: str | None = typer.Option(None, "--reasoning-effort"),
-    judge_temperature: float | None = typer.Option(0.0, "--judge-temperature"),
-    judge_max_tokens: int | None = typer.Option(None, "--judge-max-tokens"),
+    judge_temperature: float | None = typer.Option(0.0, "--judge-temperature", callback=non_negative),
+    judge_max_tokens: int | None = typer.Option(None, "--judge-max-tokens", min=1),
     judge_reasoning_effort: str | None = typer.Option(None, "--judge-reasoning-effort"),
     provider: str = typer.Option(
         "openai", "--provider", help="Target: openai (any compatible server), anthropic, google."
@@ -105,14 +120,20 @@ def run_trojan(
     judge_api_key_env: str | None = typer.Option(None, "--judge-api-key-env", help="Env var holding the judge's key."),
     label: str | None = typer.Option(None, "--label", help="Name shown in reports (default: the model id)."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Concurrent calls per endpoint."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed for one attempt."),
+    timeout: float = typer.Option(300.0, "--timeout", callback=positive, help="Seconds allowed for one attempt."),
     max_attempts: int = typer.Option(6, "--max-attempts", min=1, help="Attempts per call on HTTP/connection errors."),
-    max_total: float = typer.Option(900.0, "--max-total", help="Seconds allowed for all attempts of one call."),
-    backoff: float = typer.Option(1.0, "--backoff", help="First retry wait in seconds (doubles per attempt)."),
+    max_total: float = typer.Option(
+        900.0, "--max-total", callback=positive, help="Seconds allowed for all attempts of one call."
+    ),
+    backoff: float = typer.Option(
+        1.0, "--backoff", callback=non_negative, help="First retry wait in seconds (doubles per attempt)."
+    ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Two-stage retracted-paper contamination run: the model answers, a fixed judge scores (1, 0, -1)."""
+    check_endpoint(provider, base_url)  # every argument is checked before anything is written
+    check_endpoint(judge_provider, judge_base_url)
     from bench_core.kernel.providers import make_chat_model
     from bench_core.kernel.store import ResultStore
     from bench_core.trojan.data import load_retracted
@@ -127,16 +148,23 @@ def run_trojan(
     )
 
     try:
-        dataset = load_retracted(data, source_url=source_url, retrieved_at=retrieved_at, expected_count=expect_count)
+        dataset = load_retracted(
+            data,
+            source_url=source_url,
+            retrieved_at=retrieved_at,
+            expected_count=expect_count,
+            skip_bad_rows=skip_bad_rows,
+        )
     except DatasetError as exc:
         fail(str(exc))
+    for issue in dataset.issues:
+        err.print(f"not loaded: {issue}", highlight=False)
     if limit:
         dataset.records = dataset.records[:limit]
     prompts = get_prompts(DEFAULT_PROMPTS)
     target_settings = StageSettings(prompts.id, temperature, max_tokens, reasoning_effort)
     judge_settings = StageSettings(prompts.id, judge_temperature, judge_max_tokens, judge_reasoning_effort)
     try:
-        write_records(out, dataset)
         target_model = make_chat_model(
             provider, model, base_url=base_url, api_key_env=api_key_env, connections=concurrency
         )
@@ -147,9 +175,11 @@ def run_trojan(
             api_key_env=judge_api_key_env,
             connections=concurrency,
         )
+        write_records(out, dataset)  # after every check: a refused run writes nothing
     except (RunDirError, ValueError, ImportError) as exc:
         fail(str(exc))
     target = Target(target_model, target_settings, label or model)
+    store = ResultStore(out)  # a damaged results file is refused before the manifest grows
     append_run_manifest(
         out,
         {
@@ -173,7 +203,8 @@ def run_trojan(
             "n_records": len(dataset.records),
         },
     )
-    store = ResultStore(out)
+    from bench_core.kernel.runner import RetryPolicy
+
     retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
     runner = make_runner(store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry)
     summary = run_to_end(

@@ -125,7 +125,9 @@ class GenerationSettings(HashedSettings):
         if self.mode not in MODES:
             raise ValueError(f"unknown generation mode {self.mode!r}; expected one of {', '.join(MODES)}")
         if self.provenance_sampling not in SAMPLING:
-            raise ValueError(f"provenance sampling must be one of {', '.join(SAMPLING)}")
+            raise ValueError(
+                f"--provenance: expected one of {', '.join(SAMPLING)}, found {self.provenance_sampling!r}"
+            )
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         for stage, prompt_id in self.prompt_ids().items():

@@ -45,7 +45,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bench_core.kernel.errors import DatasetError, RowIssue
+from bench_core.kernel.errors import DatasetError, InputError, RowIssue
 from bench_core.kernel.tabular import Row, cell, iter_rows, tabular_files
 from bench_core.kernel.text import detect_language
 from bench_core.medmisbench import taxonomy
@@ -622,6 +622,9 @@ def load_source(
                 item = parse(row, ctx)
             except _Drop as drop:
                 report.dropped.append(DroppedRow(drop.reason, RowIssue(str(file), line, drop.field, drop.message)))
+                continue
+            except InputError as exc:  # a list or object where text belongs
+                report.dropped.append(DroppedRow("malformed", exc.as_issue()))
                 continue
             key = (item.subset, item.id)
             if key in seen:

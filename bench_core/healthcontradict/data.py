@@ -40,7 +40,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from bench_core.kernel.errors import DatasetError, RowIssue
-from bench_core.kernel.tabular import cell, iter_rows
+from bench_core.kernel.tabular import cell, check_regular_file, iter_rows
 
 PAIRING_SEED = 42
 Stance = Literal["yes", "no"]
@@ -451,6 +451,11 @@ def load_healthcontradict(
     path = Path(path)
     if not path.exists():
         raise DatasetError([RowIssue(str(path), None, None, "no such file or folder")])
+    if not path.is_dir():
+        check_regular_file(path)  # a FIFO or a device: refused with its own message
+    for given in (queries, documents, pairs):
+        if given is not None:
+            check_regular_file(Path(given))
     if path.is_file() and queries is None and documents is None:
         loaded = load_instances(path, documents=need_documents)
         return HCDataset(loaded, source=str(path), pairing="prepared instances", files=[str(path)])

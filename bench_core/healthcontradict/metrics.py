@@ -34,8 +34,6 @@ from collections.abc import Sequence
 from itertools import combinations
 from typing import Any
 
-from scipy.stats import chi2 as chi2_distribution
-
 from bench_core.healthcontradict.prompts import TEMPLATE_ORDER
 from bench_core.healthcontradict.run import BENCHMARK, HCPrediction, HCRunData
 from bench_core.kernel.stats import Proportion
@@ -67,6 +65,8 @@ def mcnemar(first_correct: Sequence[bool], second_correct: Sequence[bool]) -> di
     if b + c == 0:
         return {"chi2": None, "p_value": None, "b": 0, "c": 0, "n": len(first_correct)}
     statistic = (abs(b - c) - 1) ** 2 / (b + c)
+    from scipy.stats import chi2 as chi2_distribution  # here: a report without pairs never loads scipy
+
     return {
         "chi2": statistic,
         "p_value": float(chi2_distribution.sf(statistic, 1)),

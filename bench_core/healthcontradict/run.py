@@ -34,6 +34,7 @@ from bench_core.kernel.rundir import (
     append_manifest,
     merge_or_refuse,
     read_jsonl,
+    rows_of,
 )
 from bench_core.kernel.runner import Job
 from bench_core.kernel.store import ResultKey, ResultStore
@@ -323,7 +324,8 @@ def load_run_instances(run_dir: str | Path) -> list[HCInstance]:
     run_dir = Path(run_dir)
     if not (run_dir / INSTANCES_FILE).is_file():
         raise RunDirError(f"{run_dir} is not a HealthContradict run directory (no {INSTANCES_FILE})")
-    return [HCInstance.model_validate(row["instance"]) for row in read_jsonl(run_dir / INSTANCES_FILE)]
+    path = run_dir / INSTANCES_FILE
+    return rows_of(path, read_jsonl(path), lambda row: HCInstance.model_validate(row["instance"]))
 
 
 @dataclass(frozen=True)

@@ -69,21 +69,74 @@ def append_manifest(run_dir: Path, benchmark: str, manifest: dict[str, Any], *, 
         handle.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSON Lines side file; a missing file is empty and a line cut short by a kill is skipped.
+class DamagedFile(ValueError):
+    """A side file of a run directory with a damaged line before its last: refused, naming file and line."""
 
-    Side files are appended one flushed line at a time, so only the last line can be incomplete.
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSON Lines side file; a missing file is empty and a last line cut short by a kill is skipped.
+
+    Side files are appended one flushed line at a time, so only the last line can be incomplete; a damaged
+    line before it was not written by medrev and is refused (``DamagedFile`` naming the file and line), never
+    silently dropped.
     """
     if not path.exists():
         return []
+    lines = path.read_bytes().split(b"\n")
+    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    for index, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            value = None
+        if not isinstance(value, dict):
+            if index == last:
+                continue  # cut short by a kill
+            raise DamagedFile(
+                f"{path}:{index + 1}: damaged line (not a JSON object); medrev never writes one before the last "
+                "line. Repair or delete that line to use this directory."
+            )
+        rows.append(value)
     return rows
+
+
+def read_json(path: Path) -> Any:
+    """A JSON side file (e.g. Trojan's ``records.json``); ``DamagedFile`` naming the file and line if it is not JSON."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DamagedFile(f"{path}: not UTF-8 text (byte {exc.start}); medrev writes UTF-8 JSON") from None
+    except json.JSONDecodeError as exc:
+        raise DamagedFile(f"{path}:{exc.lineno}: damaged JSON ({exc.msg}); repair or restore the file") from None
+
+
+def rows_of(path: Path, rows: Iterable[dict[str, Any]], read: Callable[[dict[str, Any]], T]) -> list[T]:
+    """``read`` applied to each row of a side file; a row without the fields medrev wrote is ``DamagedFile``
+    naming the file and the row's position (1-based, blank lines not counted)."""
+    out = []
+    for index, row in enumerate(rows, start=1):
+        try:
+            out.append(read(row))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise DamagedFile(f"{path}: record {index} is not one medrev wrote ({_briefly(exc)})") from None
+    return out
+
+
+def _briefly(exc: Exception) -> str:
+    """One line for a record's fault: a validation error by its first field and count, a missing key by name."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):  # pydantic's ValidationError, without importing pydantic here
+        found = errors()
+        first = found[0] if found else {}
+        where = ".".join(str(part) for part in first.get("loc", ())) or "record"
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        return f"field {where!r}: {first.get('msg', 'invalid')}{more}"
+    if isinstance(exc, KeyError):
+        return f"field {exc.args[0]!r} missing"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def append_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
@@ -172,3 +225,71 @@ def find_run_dirs(directory: Path, designs: Sequence[RunDesign]) -> list[tuple[P
         if design is not None:
             found.append((child, design))
     return found
+
+
+LOCK_FILE = ".medrev-run.lock"
+
+
+class RunDirBusy(ValueError):
+    """Another live process runs in this directory: a second run would pay for every call twice."""
+
+
+class RunLock:
+    """The lock of a run directory: a file holding the PID of the process running in it.
+
+    Taken with ``O_EXCL``, so two processes cannot both take it; a lock left by a process that no longer
+    exists (killed, machine restarted) is stale and taken over.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / LOCK_FILE
+        self.held = False
+
+    def acquire(self) -> RunLock:
+        """Take the lock (the directory must exist); ``RunDirBusy`` naming the holder's PID if a live process has it."""
+        for _attempt in range(3):
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                holder = self.holder()
+                if holder is not None and holder != os.getpid() and pid_alive(holder):
+                    raise RunDirBusy(
+                        f"{self.path.parent}: another bench run (PID {holder}) is running in this directory; "
+                        f"wait for it to finish or stop it (if PID {holder} is not a medrev run, delete {self.path})."
+                    ) from None
+                self.path.unlink(missing_ok=True)  # stale: its process is gone
+                continue
+            with os.fdopen(fd, "w") as handle:
+                handle.write(f"{os.getpid()}\n")
+            self.held = True
+            return self
+        raise RunDirBusy(f"{self.path}: could not take the run directory's lock")
+
+    def holder(self) -> int | None:
+        """The PID written in the lock file, or None (no file, or not a PID)."""
+        try:
+            return int(self.path.read_text(encoding="utf-8").split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def release(self) -> None:
+        if self.held:
+            if self.holder() == os.getpid():
+                self.path.unlink(missing_ok=True)
+            self.held = False
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process with this PID exists (signal 0 probes without signalling)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def benchmarks_in(directory: Path) -> set[str]:
+    """The benchmarks whose runs the invocation log of ``directory`` records (empty for a new directory)."""
+    return {str(row["benchmark"]) for row in read_jsonl(Path(directory) / RUNS_FILE) if row.get("benchmark")}

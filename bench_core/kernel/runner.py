@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -183,7 +184,7 @@ class Runner:
             queues[job.model.endpoint].append(job)
         tasks: list[asyncio.Task[None]] = []
         with progress:
-            bar = progress.add_task(description, total=len(pending), failed=0)
+            bar = progress.add_task(escape(description), total=len(pending), failed=0)  # a label may hold [...]
 
             def finished(ok: bool) -> None:
                 if ok:

@@ -1,9 +1,9 @@
 """Proportions with Wilson 95% intervals, and differences between two proportions: the one place for both.
 
-Wilson (via statsmodels) rather than the normal approximation because benchmark strata and review
-counts are small and rates sit near 0 or 1 (0/3, 155/158), where the Wald interval collapses or leaves
-[0, 1]. ``Proportion`` is the one class for every rate in medrev: benchmark metrics read ``rate``/``ci``,
-the review analysis reads ``ci_low``/``ci_high``, ``to_dict`` and ``summary``.
+Wilson (statsmodels' arithmetic, without importing it) rather than the normal approximation because
+benchmark strata and review counts are small and rates sit near 0 or 1 (0/3, 155/158), where the Wald
+interval collapses or leaves [0, 1]. ``Proportion`` is the one class for every rate in medrev: benchmark
+metrics read ``rate``/``ci``, the review analysis reads ``ci_low``/``ci_high``, ``to_dict`` and ``summary``.
 
 Differences, which interval when (used by the with-tools vs without-tools comparison):
 
@@ -28,17 +28,40 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from statsmodels.stats.contingency_tables import mcnemar
-from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
+# ``scipy.stats.norm.isf(alpha / 2)`` for the alphas medrev uses, as scipy computes them: 0.05 as written and
+# 1 - 0.95 as ``Proportion`` computes it (a different float, a different last digit). With them the Wilson
+# interval below is bit-identical to statsmodels' ``proportion_confint(method="wilson")`` (tested), and a
+# report need not import statsmodels, scipy and pandas (seconds) for its rates.
+NORMAL_QUANTILES = {0.05: 1.9599639845400545, 1 - 0.95: 1.959963984540054}
+
+
+def _normal_quantile(alpha: float) -> float:
+    """``z`` with P(|Z| > z) = alpha, as scipy computes it."""
+    if alpha in NORMAL_QUANTILES:
+        return NORMAL_QUANTILES[alpha]
+    from scipy.stats import norm
+
+    return float(norm.isf(alpha / 2.0))
 
 
 def wilson_interval(successes: int, n: int, alpha: float = 0.05) -> tuple[float, float] | None:
-    """The Wilson score interval for ``successes`` out of ``n``; None when ``n`` is 0."""
+    """The Wilson score interval for ``successes`` out of ``n``; None when ``n`` is 0.
+
+    The arithmetic is statsmodels' (``proportion_confint(method="wilson")``), step for step, so the bounds are
+    the same floats.
+    """
     if n <= 0:
         return None
     if not 0 <= successes <= n:
         raise ValueError(f"successes must lie in [0, n]; got {successes} of {n}")
-    low, high = proportion_confint(successes, n, alpha=alpha, method="wilson")
+    crit = _normal_quantile(alpha)
+    q = successes / n
+    crit2 = crit**2
+    denom = 1 + crit2 / n
+    center = (q + crit2 / (2 * n)) / denom
+    dist = crit * math.sqrt(q * (1.0 - q) / n + crit2 / (4.0 * n**2))
+    dist /= denom
+    low, high = center - dist, center + dist
     # Wilson's bounds at k = 0 and k = n are exactly 0 and 1; the closed form leaves rounding noise.
     low = 0.0 if successes == 0 else low
     high = 1.0 if successes == n else high
@@ -159,6 +182,8 @@ def mcnemar_exact_p(counts: PairedCounts) -> float | None:
     if counts.first_only + counts.second_only == 0:
         return None
     table = [[counts.both, counts.first_only], [counts.second_only, counts.neither]]
+    from statsmodels.stats.contingency_tables import mcnemar
+
     return float(mcnemar(table, exact=True).pvalue)
 
 
@@ -166,5 +191,7 @@ def newcombe_difference(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05)
     """CI of k1/n1 - k2/n2 for independent proportions (Newcombe hybrid score); None if either n is 0."""
     if n1 <= 0 or n2 <= 0:
         return None
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
     low, high = confint_proportions_2indep(k1, n1, k2, n2, method="newcomb", compare="diff", alpha=alpha)
     return max(-1.0, float(low)), min(1.0, float(high))

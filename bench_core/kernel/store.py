@@ -3,10 +3,13 @@
 Why this shape: a long evaluation must survive a kill at any moment without losing finished
 work or paying for a call twice. Every finished call (success or failure) becomes one JSON line
 written with a single ``write`` on an ``O_APPEND`` descriptor under an advisory lock, so a
-record is either entirely on disk or absent; a line cut short by a kill is ignored on reading
-(and counted), and the next append starts on a fresh line. A rerun reads the keys already
-finished and skips them. The store knows nothing about benchmarks: every design (MedMisBench,
-HealthContradict, the retracted-paper benchmark, generation, tool use) writes records with the
+record is either entirely on disk or absent. Only the last line can be cut short (a kill during
+that one write): reading ignores it (and counts it), and the next run repairs the file by cutting it
+away before appending (its call is made again). A damaged line anywhere else was not written by the
+store: reading refuses the file (``DamagedResults``, naming file and line) instead of silently dropping
+a result. A rerun reads the keys already finished and skips them. The store knows nothing about
+benchmarks: every design (MedMisBench, HealthContradict, the retracted-paper benchmark, generation,
+tool use) writes records with the
 same six-part key and its own ``meta`` / ``parsed`` fields.
 """
 
@@ -21,6 +24,12 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_FILE = "results.jsonl"
+
+
+class DamagedResults(ValueError):
+    """A results file with a damaged line before its last one: refused whole, naming the file and line."""
+
+
 OK = "ok"
 FAILED = "failed"
 
@@ -55,6 +64,7 @@ class ResultStore:
         path = Path(path)
         self.path = path / RESULTS_FILE if path.is_dir() or path.suffix != ".jsonl" else path
         self.corrupt_lines = 0
+        self.repaired_bytes = 0
         self._status: dict[str, str] = {}
         self._fd: int | None = None
         if self.path.exists():
@@ -88,14 +98,36 @@ class ResultStore:
     def _open(self) -> int:
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.repair()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            size = os.fstat(self._fd).st_size
-            if size:
-                with self.path.open("rb") as handle:
-                    handle.seek(size - 1)
-                    if handle.read(1) != b"\n":
-                        os.write(self._fd, b"\n")  # isolate a line cut short by a kill
         return self._fd
+
+    def repair(self) -> int:
+        """Cut away a last line left incomplete by a killed process (its call is made again); bytes removed.
+
+        A last line is incomplete when it has no newline or is not a complete record; a damaged line
+        before it is not repaired here (``iter_records`` refuses the file).
+        """
+        if not self.path.exists():
+            return 0
+        with self.path.open("rb+") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                data = handle.read()
+                if not data:
+                    return 0
+                body = data[:-1] if data.endswith(b"\n") else data
+                start = body.rfind(b"\n") + 1
+                last = data[start:]
+                if last.endswith(b"\n") and _complete(last):
+                    return 0
+                if not last.strip():
+                    return 0
+                handle.truncate(start)
+                self.repaired_bytes = len(last)
+                return len(last)
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -103,23 +135,28 @@ class ResultStore:
             self._fd = None
 
     def iter_records(self) -> Iterator[dict[str, Any]]:
-        """Every complete record in file order; incomplete or foreign lines are skipped and counted."""
+        """Every complete record in file order. An incomplete last line (a killed write) is skipped and counted;
+        a damaged line before it raises ``DamagedResults`` naming the file and the line."""
         self.corrupt_lines = 0
         if not self.path.exists():
             return
-        with self.path.open(encoding="utf-8") as handle:
-            for line in handle:
-                if not line.strip():
+        with self.path.open("rb") as handle:
+            lines = handle.read().split(b"\n")
+        last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            record = _record(raw)
+            if record is None:
+                if number - 1 == last:
+                    self.corrupt_lines += 1  # cut short by a kill; repaired by the next run
                     continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    self.corrupt_lines += 1
-                    continue
-                if not isinstance(record, dict) or "key" not in record or "status" not in record:
-                    self.corrupt_lines += 1
-                    continue
-                yield record
+                raise DamagedResults(
+                    f"{self.path}:{number}: damaged line (not a complete result record); the store never writes "
+                    "one before the last line. Delete or repair that line to use this directory "
+                    "(a deleted result is called again on the next run)."
+                )
+            yield record
 
     def finished(self, benchmark: str) -> tuple[list[tuple[ResultKey, dict[str, Any]]], list[dict[str, Any]]]:
         """The latest record of every key of ``benchmark``: (successes with their keys, failures).
@@ -147,3 +184,21 @@ class ResultStore:
             if previous is None or previous["status"] != OK:
                 chosen[key] = record
         return chosen
+
+
+def _record(raw: bytes) -> dict[str, Any] | None:
+    """The result record on one line, or None when the line is not one (cut short, foreign, not UTF-8)."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(record, dict) or record.get("status") not in (OK, FAILED):
+        return None
+    key = record.get("key")
+    if not isinstance(key, dict) or any(key.get(name) is None for name in ResultKey.__dataclass_fields__):
+        return None
+    return record
+
+
+def _complete(line: bytes) -> bool:
+    return _record(line.strip()) is not None

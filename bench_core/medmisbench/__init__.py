@@ -4,24 +4,53 @@ The public face of the design: what packages outside bench_core (the review app)
 roles are one module each: ``items`` (MCQItem, InjectionBundle), ``taxonomy`` (the single source of
 truth), ``data`` (the released format), ``release``, ``conditions``, ``targets``, ``prompts``,
 ``answers``, ``run``, ``metrics`` and ``report``.
-"""
 
-from bench_core.medmisbench import taxonomy
-from bench_core.medmisbench.data import LoadReport, load_medmisbench
-from bench_core.medmisbench.items import InjectionBundle, MCQItem
-from bench_core.medmisbench.run import (
-    ITEMS_FILE,
-    PreparedItem,
-    ResponseRecord,
-    RunData,
-    RunDirError,
-    is_run_dir,
-    prepare_items,
-    read_run,
-    read_run_data,
-)
-from bench_core.medmisbench.targets import DEFAULT_SEED, draw_type1_target
-from bench_core.medmisbench.taxonomy import CONTENT_TYPE_IDS, PROVENANCE_IDS
+The names are imported on first use (PEP 562), so importing one submodule does not load them all
+(``medrev --help`` starts fast)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench_core.medmisbench import taxonomy
+    from bench_core.medmisbench.data import LoadReport, load_medmisbench
+    from bench_core.medmisbench.items import InjectionBundle, MCQItem
+    from bench_core.medmisbench.run import (
+        ITEMS_FILE,
+        PreparedItem,
+        ResponseRecord,
+        RunData,
+        RunDirError,
+        is_run_dir,
+        prepare_items,
+        read_run,
+        read_run_data,
+    )
+    from bench_core.medmisbench.targets import DEFAULT_SEED, draw_type1_target
+    from bench_core.medmisbench.taxonomy import CONTENT_TYPE_IDS, PROVENANCE_IDS
+
+_EXPORTS = {
+    "taxonomy": ("bench_core.medmisbench", "taxonomy"),
+    "LoadReport": ("bench_core.medmisbench.data", "LoadReport"),
+    "load_medmisbench": ("bench_core.medmisbench.data", "load_medmisbench"),
+    "InjectionBundle": ("bench_core.medmisbench.items", "InjectionBundle"),
+    "MCQItem": ("bench_core.medmisbench.items", "MCQItem"),
+    "ITEMS_FILE": ("bench_core.medmisbench.run", "ITEMS_FILE"),
+    "PreparedItem": ("bench_core.medmisbench.run", "PreparedItem"),
+    "ResponseRecord": ("bench_core.medmisbench.run", "ResponseRecord"),
+    "RunData": ("bench_core.medmisbench.run", "RunData"),
+    "RunDirError": ("bench_core.medmisbench.run", "RunDirError"),
+    "is_run_dir": ("bench_core.medmisbench.run", "is_run_dir"),
+    "prepare_items": ("bench_core.medmisbench.run", "prepare_items"),
+    "read_run": ("bench_core.medmisbench.run", "read_run"),
+    "read_run_data": ("bench_core.medmisbench.run", "read_run_data"),
+    "DEFAULT_SEED": ("bench_core.medmisbench.targets", "DEFAULT_SEED"),
+    "draw_type1_target": ("bench_core.medmisbench.targets", "draw_type1_target"),
+    "CONTENT_TYPE_IDS": ("bench_core.medmisbench.taxonomy", "CONTENT_TYPE_IDS"),
+    "PROVENANCE_IDS": ("bench_core.medmisbench.taxonomy", "PROVENANCE_IDS"),
+}
 
 __all__ = [
     "CONTENT_TYPE_IDS",
@@ -43,3 +72,15 @@ __all__ = [
     "read_run_data",
     "taxonomy",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import an exported name on first use."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = _EXPORTS[name]
+    value = importlib.import_module(f"{module}.{attr}") if module == __name__ else getattr(
+        importlib.import_module(module), attr
+    )
+    globals()[name] = value
+    return value

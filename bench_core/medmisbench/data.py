@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from bench_core.kernel.errors import DatasetError, RowIssue
+from bench_core.kernel.errors import DatasetError, InputError, RowIssue
 from bench_core.kernel.tabular import Row, cell, iter_rows, tabular_files
 from bench_core.kernel.text import detect_language
 from bench_core.medmisbench import taxonomy
@@ -365,7 +365,10 @@ def load_medmisbench(path: str | Path, *, strict: bool = False, reading: str = "
             if isinstance(row, RowIssue):
                 report.issues.append(row)
                 continue
-            result = _row_to_item(row, file=file, line=line, default_subset=default_subset, reading=reading)
+            try:
+                result = _row_to_item(row, file=file, line=line, default_subset=default_subset, reading=reading)
+            except InputError as exc:  # a list or object where text belongs
+                result = exc.as_issue()
             if isinstance(result, RowIssue):
                 report.issues.append(result)
                 continue

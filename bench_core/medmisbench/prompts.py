@@ -276,7 +276,7 @@ def resolve_request(
     if profile not in PROFILES:
         raise ValueError(f"unknown request profile {profile!r}; expected one of {', '.join(PROFILES)}")
     if thinking not in THINKING_SWITCHES:
-        raise ValueError(f"--thinking must be one of {', '.join(THINKING_SWITCHES)}")
+        raise ValueError(f"--thinking: expected one of {', '.join(THINKING_SWITCHES)}, found {thinking!r}")
     spec: dict[str, Any] = {**template.request.get(ANY_PROFILE, {}), **template.request.get(profile, {})}
     effort = reasoning_effort if reasoning_effort is not None else spec.get("reasoning_effort")
     extra: dict[str, Any] = dict(spec.get("extra") or {})

@@ -30,6 +30,7 @@ from bench_core.kernel.rundir import (
     append_manifest,
     merge_or_refuse,
     read_jsonl,
+    rows_of,
 )
 from bench_core.kernel.runner import Job
 from bench_core.kernel.store import ResultKey, ResultStore
@@ -317,10 +318,12 @@ def load_run_items(run_dir: str | Path) -> list[PreparedItem]:
     run_dir = Path(run_dir)
     if not (run_dir / ITEMS_FILE).is_file():
         raise RunDirError(f"{run_dir} is not a MedMisBench run directory (no {ITEMS_FILE})")
-    return [
-        PreparedItem(MCQItem.model_validate(row["item"]), row.get("type1_target"), row.get("skipped"))
-        for row in read_jsonl(run_dir / ITEMS_FILE)
-    ]
+    path = run_dir / ITEMS_FILE
+    return rows_of(
+        path,
+        read_jsonl(path),
+        lambda row: PreparedItem(MCQItem.model_validate(row["item"]), row.get("type1_target"), row.get("skipped")),
+    )
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,12 @@ items are loaded), so every model, every rerun and the review app all see the sa
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 from bench_core.kernel.rundir import seeded_int
-from bench_core.medmisbench.items import MCQItem
+
+if TYPE_CHECKING:  # annotations only: the CLI reads DEFAULT_SEED without loading the item model
+    from bench_core.medmisbench.items import MCQItem
 
 DEFAULT_SEED = 20260101
 

@@ -175,17 +175,23 @@ def load_retracted(
     source_url: str | None = None,
     retrieved_at: str | None = None,
     expected_count: int | None = None,
+    skip_bad_rows: bool = False,
 ) -> RetractedDataset:
-    """Read and validate a benchmark file; DatasetError (listing every problem) when anything is wrong."""
+    """Read and validate a benchmark file; DatasetError (listing every problem) when anything is wrong.
+
+    ``skip_bad_rows`` keeps the valid records of a file with faulty ones (listed in the dataset's ``issues``);
+    a wrong count or a file with no valid record is still refused.
+    """
+    from bench_core.kernel.tabular import check_regular_file, read_text_lines
+
     path = Path(path)
-    if not path.is_file():
-        raise DatasetError([RowIssue(str(path), None, None, "no such file")])
+    check_regular_file(path)  # a folder, a FIFO, a missing file: each its own message
     raw = path.read_bytes()
+    text = "".join(read_text_lines(path, max_line=None))  # BOM, NUL, not UTF-8: refused naming the line
     try:
-        value = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
-        raise DatasetError([RowIssue(str(path), line, None, f"not valid JSON ({exc})")]) from exc
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError([RowIssue(str(path), exc.lineno, None, f"not valid JSON ({exc.msg})")]) from exc
     declared: dict[str, Any] = {}
     file_format = "array"
     if isinstance(value, dict) and isinstance(value.get("records"), list):
@@ -197,12 +203,13 @@ def load_retracted(
             [RowIssue(str(path), None, None, "expected a JSON array of records, or an object with a 'records' array")]
         )
     records, issues = validate_records(value, str(path))
+    fatal = []
     if expected_count is not None and len(value) != expected_count:
-        issues.append(RowIssue(str(path), None, None, f"{len(value)} records, expected {expected_count}"))
-    if not value:
-        issues.append(RowIssue(str(path), None, None, "the file holds no record"))
-    if issues:
-        raise DatasetError(issues)
+        fatal.append(RowIssue(str(path), None, None, f"{len(value)} records, expected {expected_count}"))
+    if not records:
+        fatal.append(RowIssue(str(path), None, None, "the file holds no record" if not value else "no valid record"))
+    if fatal or (issues and not skip_bad_rows):
+        raise DatasetError([*issues, *fatal])
     if retrieved_at is not None:
         when, how = retrieved_at, "given"
     elif isinstance(declared.get("generated_at"), str) and declared["generated_at"].strip(" .") not in ("",):
@@ -221,7 +228,7 @@ def load_retracted(
         file_format=file_format,
         declared=declared,
     )
-    return RetractedDataset(records, provenance)
+    return RetractedDataset(records, provenance, issues)
 
 
 # -- fallback normalisation ---------------------------------------------------------------------
@@ -322,19 +329,19 @@ def normalized_dataset(
     problem_from_conclusion: bool = False,
 ) -> RetractedDataset:
     """Read a foreign JSON/JSONL/CSV file and normalise it; refused whole (DatasetError) on any problem."""
-    from bench_core.kernel.tabular import iter_rows
+    from bench_core.kernel.tabular import check_regular_file, iter_rows, read_text_lines
 
     path = Path(path)
-    if not path.is_file():
-        raise DatasetError([RowIssue(str(path), None, None, "no such file")])
+    check_regular_file(path)  # a folder, a FIFO, a missing file: each its own message
     raw = path.read_bytes()
     rows: list[Mapping[str, Any]] = []
     issues: list[RowIssue] = []
     if path.suffix.lower() == ".json":
+        text = "".join(read_text_lines(path, max_line=None))  # BOM, NUL, not UTF-8: refused naming the line
         try:
-            value = json.loads(raw.decode("utf-8-sig"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DatasetError([RowIssue(str(path), None, None, f"not valid JSON ({exc})")]) from exc
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetError([RowIssue(str(path), exc.lineno, None, f"not valid JSON ({exc.msg})")]) from exc
         if isinstance(value, dict):
             value = value.get("records") or value.get("results") or value.get("items") or [value]
         rows = [r for r in value if isinstance(r, Mapping)] if isinstance(value, list) else []

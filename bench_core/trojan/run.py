@@ -39,6 +39,7 @@ from bench_core.kernel.rundir import (
     append_manifest,
     config_hash,
     merge_or_refuse,
+    read_json,
     read_jsonl,
     write_atomic,
 )
@@ -261,7 +262,7 @@ def write_records(run_dir: Path, dataset: RetractedDataset) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RECORDS_FILE
     if path.exists():
-        existing = json.loads(path.read_text(encoding="utf-8"))
+        existing = read_json(path)
         saved = {row["id"]: row for row in existing.get("records", [])}
         added = merge_or_refuse(
             path,
@@ -292,7 +293,7 @@ def load_run_records(run_dir: str | Path) -> tuple[list[RetractedRecord], dict[s
     path = path / RECORDS_FILE if path.is_dir() else path
     if not path.is_file():
         raise RunDirError(f"{path}: no such records file")
-    value = json.loads(path.read_text(encoding="utf-8"))
+    value = read_json(path)
     rows = value.get("records", []) if isinstance(value, dict) else value
     records, issues = validate_records(rows, str(path))
     if issues:

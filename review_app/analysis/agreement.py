@@ -16,7 +16,8 @@ Choices that change the numbers, made once here:
   (``n_units_dropped``: units with at least one rating but fewer than ``min_ratings``). Gwet's own
   formulas (and irrCAC) also use singly rated units for the category propensities; pass
   ``min_ratings=1`` to get his published numbers (raw4raters, ordinal AC2 0.89894).
-* **Point estimate, SE and CI** come from irrCAC 0.4.4 (``CAC.gwet``): Gwet's linearisation variance
+* **Point estimate, SE and CI** are irrCAC 0.4.4's (``CAC.gwet``, its statements run on the per-unit
+  category counts, so memory grows with ratings, not units x raters): Gwet's linearisation variance
   of AC1/AC2, conditional on the raters and accounting for the sampling of units, with a Student-t
   interval on ``n_units - 1`` degrees of freedom (Gwet 2014, ch. 5). The coefficient cannot leave
   [-1, 1], so both ends of the interval are clipped to it (irrCAC caps only the upper end; with few
@@ -41,13 +42,14 @@ from dataclasses import dataclass, field, replace
 import krippendorff
 import numpy as np
 import pandas as pd
-from irrCAC.raw import CAC
 from irrCAC.weights import Weights
+from scipy import stats
 
 from review_app.analysis.layout import (
     DEFAULT_COLUMNS,
     AnalysisInputError,
     AnnotationColumns,
+    RowOffset,
     numeric_scores,
     require_columns,
     select_rubric,
@@ -197,12 +199,20 @@ class AgreementReport:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per score (rows built one by one: concatenating frames with all-missing bootstrap
-        columns is deprecated in pandas and would change dtypes)."""
+        columns is deprecated in pandas and would change dtypes).
+
+        The columns are the union over the scores, score counts in category order: dimensions of one
+        rubric can have different scales (the judge audit's label is -1/0/1, its confidence 0/1/2), and
+        taking the first score's columns would drop a category only a later score has (confidence 2).
+        """
         if not self.results:
             return pd.DataFrame()
         frames = [r.to_frame() for r in self.results]
         rows = [frame.iloc[0] for frame in frames]
-        out = pd.DataFrame(rows, columns=frames[0].columns)
+        columns = [c for c in frames[0].columns if not c.startswith("n_score_")]
+        categories = sorted({c for r in self.results for c in r.category_counts})
+        columns += [f"n_score_{_label(c)}" for c in categories]
+        out = pd.DataFrame(rows, columns=columns)
         out.index.name = frames[0].index.name
         return out
 
@@ -240,7 +250,7 @@ def ratings_matrix(
     score: str,
     *,
     categories: Sequence[float] = DEFAULT_CATEGORIES,
-    row_offset: int = 0,
+    row_offset: RowOffset = 0,
 ) -> pd.DataFrame:
     """Units x raters table of scores (NaN where a rater did not rate a unit).
 
@@ -261,6 +271,67 @@ def ratings_matrix(
             "keep one annotation (the revision in force) per rater and unit"
         )
     return long.pivot(index="unit", columns="rater", values="score")
+
+
+@dataclass(frozen=True)
+class UnitCounts:
+    """Per-unit category counts of one score: the only input the coefficients need.
+
+    ``counts`` is units x categories (int64), units in sorted order (the order of
+    :func:`ratings_matrix`'s rows); memory is linear in the number of units, whatever the number of
+    raters, unlike the units x raters table (1,000 raters made that table, and Krippendorff's
+    units x raters x values indicator, gigabytes).
+    """
+
+    units: np.ndarray
+    counts: np.ndarray
+    n_raters: int
+    n_units_dropped: int
+
+
+def unit_counts(
+    data: pd.DataFrame,
+    unit: str,
+    rater: str,
+    score: str,
+    *,
+    categories: Sequence[float] = DEFAULT_CATEGORIES,
+    min_ratings: int = 1,
+    row_offset: int = 0,
+) -> UnitCounts:
+    """Units rated at least ``min_ratings`` times and how many raters put each in each category.
+
+    The same checks as :func:`ratings_matrix` (numeric scores within ``categories``, one rating per
+    rater and unit), done on the long rows, so nothing of size units x raters is ever built.
+    """
+    categories = tuple(sorted(float(c) for c in categories))
+    require_columns(data, [unit, rater, score], what="agreement input")
+    values = numeric_scores(data, score, allowed=categories, row_offset=row_offset).to_numpy(dtype=float)
+    keep = ~np.isnan(values)
+    units = data[unit].to_numpy()[keep]
+    raters = data[rater].to_numpy()[keep]
+    values = values[keep]
+    if pd.isna(units).any() or pd.isna(raters).any():
+        raise AnalysisInputError(f"every scored row needs a unit ({unit!r}) and a rater ({rater!r})")
+    unit_codes, unit_index = pd.factorize(units, sort=True)
+    rater_codes, _ = pd.factorize(raters)
+    pairs = pd.DataFrame({"unit": unit_codes, "rater": rater_codes})
+    duplicated = pairs.duplicated(keep=False).to_numpy()
+    if duplicated.any():
+        first = int(np.flatnonzero(duplicated)[0])
+        who, what = (x.item() if isinstance(x, np.generic) else x for x in (raters[first], units[first]))
+        raise AnalysisInputError(
+            f"rater {who!r} scored unit {what!r} more than once in column {score!r}; "
+            "keep one annotation (the revision in force) per rater and unit"
+        )
+    q = len(categories)
+    category_codes = np.searchsorted(np.asarray(categories), values)
+    counts = np.bincount(unit_codes * q + category_codes, minlength=len(unit_index) * q).reshape(-1, q)
+    rated = counts.sum(axis=1)
+    kept = rated >= min_ratings
+    n_dropped = int(((rated >= 1) & ~kept).sum())
+    n_raters = int(np.unique(rater_codes[kept[unit_codes]]).size) if len(unit_codes) else 0
+    return UnitCounts(np.asarray(unit_index)[kept], counts[kept].astype(np.int64), n_raters, n_dropped)
 
 
 def category_counts(matrix: pd.DataFrame, categories: Sequence[float]) -> np.ndarray:
@@ -323,15 +394,15 @@ def _exact_agreement(counts: np.ndarray) -> float | None:
     return float(per_unit.mean())
 
 
-def _alpha_ordinal(matrix: pd.DataFrame, categories: Sequence[float], warnings: list[str]) -> float | None:
-    used = np.unique(matrix.to_numpy(dtype=float)[~np.isnan(matrix.to_numpy(dtype=float))])
-    if len(used) < 2:
+def _alpha_ordinal(counts: np.ndarray, categories: Sequence[float], warnings: list[str]) -> float | None:
+    """Krippendorff's ordinal alpha from per-unit value counts (the package's own ``value_counts`` input)."""
+    if int((counts.sum(axis=0) > 0).sum()) < 2:
         warnings.append("Krippendorff's alpha is undefined: every rating has the same value (no expected disagreement)")
         return None
     try:
         with np.errstate(divide="ignore", invalid="ignore"):
             value = krippendorff.alpha(
-                reliability_data=matrix.to_numpy(dtype=float).T,
+                value_counts=counts,
                 value_domain=[float(c) for c in categories],
                 level_of_measurement="ordinal",
             )
@@ -339,6 +410,55 @@ def _alpha_ordinal(matrix: pd.DataFrame, categories: Sequence[float], warnings: 
         warnings.append(f"Krippendorff's alpha is undefined: {error}")
         return None
     return float(value) if np.isfinite(value) else None
+
+
+def gwet_estimate(
+    counts: np.ndarray, categories: Sequence[float], weights: str, confidence: float
+) -> dict[str, object]:
+    """irrCAC 0.4.4's ``CAC(...).gwet()["est"]`` (digits=15, N infinite) from a units x categories count table.
+
+    The statements are irrCAC's own, in its order, on the same count table it builds from the
+    units x raters table, so every number is the same to the last bit; only the units x raters
+    table (tasks x reviewers: gigabytes with a large panel) is never built.
+    """
+    digits = 15
+    q = len(categories)
+    weights_mat = Weights([_number(c) for c in categories])[weights]
+    agree_mat = np.zeros(shape=(len(counts), q))
+    agree_mat[:, :] = counts
+    n = len(agree_mat)
+    f = 0.0
+    agree_mat_w = np.transpose(np.matmul(weights_mat, agree_mat.T))
+    ri_vec = agree_mat.sum(axis=1)
+    sum_q = (agree_mat * (agree_mat_w - 1)).sum(axis=1)
+    n2more = sum(ri_vec >= 2)
+    pa = sum(sum_q[ri_vec >= 2] / (ri_vec * (ri_vec - 1))[ri_vec >= 2]) / n2more
+    pi_vec = (np.repeat(1 / n, n).reshape(n, 1) * (agree_mat / np.repeat(ri_vec, q).reshape(n, q))).T.sum(axis=1)
+    weights_mat_sum = np.sum(np.sum(weights_mat))
+    pe = weights_mat_sum * sum(pi_vec * (1 - pi_vec)) / (q * (q - 1))
+    ac1 = (pa - pe) / (1 - pe)
+    den_ivec = ri_vec * (ri_vec - 1)
+    den_ivec = den_ivec - (den_ivec == 0)
+    pa_ivec = sum_q / den_ivec
+    pe_r2 = pe * (ri_vec >= 2)
+    ac1_ivec = (n / n2more) * (pa_ivec - pe_r2) / (1 - pe)
+    pe_ivec = (weights_mat_sum / (q * (q - 1))) * np.matmul(agree_mat, (1 - pi_vec)) / ri_vec
+    ac1_ivec_x = ac1_ivec - 2 * (1 - ac1) * (pe_ivec - pe) / (1 - pe)
+    var_ac1 = (1 - f) / (n * (n - 1)) * sum((ac1_ivec_x - ac1) ** 2)
+    stderr = np.sqrt(var_ac1)
+    if stderr == 0.0:
+        stderr = 1e-15
+    p_value = 2 * (1 - stats.t.cdf(abs(ac1 / stderr), n - 1))
+    lcb, ucb = stats.t.interval(confidence, df=n - 1, scale=stderr, loc=ac1)
+    ucb = min(1, ucb)
+    return {
+        "pa": round(pa, digits),
+        "pe": round(pe, digits),
+        "se": round(stderr, digits),
+        "coefficient_value": np.round(ac1, digits),
+        "confidence_interval": (round(lcb, digits), round(ucb, digits)),
+        "p_value": p_value,
+    }
 
 
 def agreement(
@@ -353,7 +473,7 @@ def agreement(
     confidence: float = 0.95,
     n_boot: int = 0,
     seed: int = 0,
-    row_offset: int = 0,
+    row_offset: RowOffset = 0,
 ) -> AgreementResult:
     """Agreement on ``score`` across units rated at least ``min_ratings`` times (see module notes)."""
     if weights not in WEIGHT_SCHEMES:
@@ -367,20 +487,19 @@ def agreement(
         raise AnalysisInputError(f"confidence must lie in [0.90, 0.99] (got {confidence})")
     if n_boot < 0:
         raise AnalysisInputError(f"n_boot must not be negative (got {n_boot})")
-    matrix = ratings_matrix(data, unit, rater, score, categories=categories, row_offset=row_offset)
-    rated = matrix.notna().sum(axis=1)
-    n_dropped = int(((rated >= 1) & (rated < min_ratings)).sum())
-    matrix = matrix.loc[rated >= min_ratings]
-    matrix = matrix.loc[:, matrix.notna().any(axis=0)]
-    counts = category_counts(matrix, categories)
+    table = unit_counts(
+        data, unit, rater, score, categories=categories, min_ratings=int(min_ratings), row_offset=row_offset
+    )
+    n_dropped = table.n_units_dropped
+    counts = table.counts.astype(float)
     usage = {c: int(counts[:, k].sum()) for k, c in enumerate(categories)}
     warnings: list[str] = []
     empty = AgreementResult(
         score=score,
         weights=weights,
         categories=categories,
-        n_units=len(matrix),
-        n_raters=matrix.shape[1],
+        n_units=len(counts),
+        n_raters=table.n_raters,
         n_ratings=int(counts.sum()),
         coefficient=None,
         se=None,
@@ -405,17 +524,10 @@ def agreement(
     w = weight_matrix(categories, weights)
     coefficient = gwet_coefficient(counts, w)
     se = ci_low = ci_high = p_value = pa = pe = None
-    if len(matrix) >= 2:
-        cac = CAC(
-            matrix.copy(),
-            weights=weights,
-            categories=[_number(c) for c in categories],
-            confidence_level=confidence,
-            digits=15,
-        )
-        with _warnings.catch_warnings():
+    if len(counts) >= 2:
+        with _warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
             _warnings.simplefilter("ignore", RuntimeWarning)
-            est = cac.gwet()["est"]
+            est = gwet_estimate(counts, categories, weights, confidence)
         coefficient = float(est["coefficient_value"])
         se = float(est["se"]) if est["se"] > 1e-14 else 0.0
         ci_low, ci_high = (_clip(float(v)) for v in est["confidence_interval"])
@@ -423,7 +535,7 @@ def agreement(
         pa, pe = float(est["pa"]), float(est["pe"])
     else:
         warnings.append("only one unit: the standard error and confidence interval are undefined")
-    boot = _bootstrap(counts, w, n_boot, seed, confidence) if n_boot and len(matrix) >= 2 else None
+    boot = _bootstrap(counts, w, n_boot, seed, confidence) if n_boot and len(counts) >= 2 else None
     return _with(
         empty,
         coefficient=float(coefficient) if math.isfinite(coefficient) else None,
@@ -434,7 +546,7 @@ def agreement(
         pa_weighted=pa,
         pe=pe,
         percent_agreement=_exact_agreement(counts),
-        alpha_ordinal=_alpha_ordinal(matrix, categories, warnings),
+        alpha_ordinal=_alpha_ordinal(table.counts, categories, warnings),
         bootstrap_ci=boot,
         n_boot=n_boot if boot else 0,
         warnings=tuple(warnings),

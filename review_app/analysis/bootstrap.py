@@ -8,6 +8,7 @@ is reproducible to the last digit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,12 +27,18 @@ class BootstrapCI:
 
 
 def cluster_mean_ci(
-    cluster_values: np.ndarray, *, n_boot: int = 2000, seed: int = 0, confidence: float = 0.95
+    cluster_values: np.ndarray,
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    progress: Callable[[float], None] | None = None,
 ) -> list[BootstrapCI]:
     """Percentile CIs for the column means of a clusters x statistics array (NaN cells skipped).
 
     All columns share the same resampled clusters, so the intervals are jointly consistent (the
-    composite and its components come from the same resamples).
+    composite and its components come from the same resamples). ``progress`` is called with the
+    fraction of resamples done after each chunk (a page's progress bar; it does not change the draws).
     """
     values = np.asarray(cluster_values, dtype=float)
     if values.ndim == 1:
@@ -53,6 +60,8 @@ def cluster_mean_ci(
         sums[done : done + size] = multiplicity @ filled
         counts[done : done + size] = multiplicity @ present
         done += size
+        if progress is not None:
+            progress(done / n_boot)
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums / counts
     tail = (1 - confidence) / 2

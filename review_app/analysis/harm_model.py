@@ -59,7 +59,8 @@ import pandas as pd
 from scipy import linalg, optimize, sparse, stats
 from scipy.special import expit
 
-from review_app.analysis.layout import AnalysisInputError, require_columns
+from review_app.analysis.layout import AnalysisInputError, RowOffset, require_columns, where
+from review_app.analysis.priors import DEFAULT_PRIOR_INTERCEPT_SD, DEFAULT_PRIOR_SD
 
 LATENT_LOGISTIC_VARIANCE = math.pi**2 / 3
 INTERCEPT = "Intercept"
@@ -75,15 +76,6 @@ NO_EVENTS = "no events in this level"
 ALL_EVENTS = "every annotation in this level is an event"
 
 PENALTIES: tuple[str, ...] = ("none", "normal")
-DEFAULT_PRIOR_INTERCEPT_SD = 10.0
-DEFAULT_PRIOR_SD = 2.5
-PENALTY_HELP = (
-    "none (maximum likelihood, lme4::glmer; the default) or normal: independent normal priors on the fixed "
-    f"effects, SD {DEFAULT_PRIOR_INTERCEPT_SD:g} on the intercept and {DEFAULT_PRIOR_SD:g} on the other "
-    "coefficients (Gelman et al. 2008's weakly informative scale), no prior on the reviewer variance: "
-    "blme::bglmer(fixef.prior = normal(sd = c(10, 2.5)), cov.prior = NULL). Gives separated terms finite "
-    "estimates. normal:SD or normal:INTERCEPT_SD,SD sets the scales."
-)
 
 
 @dataclass(frozen=True)
@@ -480,7 +472,7 @@ def fit_random_intercept_logit(
     n_agq: int = 1,
     confidence: float = 0.95,
     penalty: Penalty | str | None = None,
-    row_offset: int = 0,
+    row_offset: RowOffset = 0,
 ) -> HarmModelResult:
     """Fit ``outcome ~ fixed... + (1 | group)`` by maximum likelihood (or penalised likelihood).
 
@@ -695,12 +687,12 @@ def _outcome_number(value: object) -> object:
     return value
 
 
-def _where(position: int, row_offset: int) -> str:
-    """``line N`` of the file (row_offset counts the header) or ``row N`` (0-based) of a frame."""
-    return f"line {position + row_offset}" if row_offset else f"row {position}"
+def _where(position: int, row_offset: RowOffset) -> str:
+    """``line N`` of the file or ``row N`` (0-based) of a frame (see ``layout.where``)."""
+    return where(position, row_offset)
 
 
-def _outcome_values(series: pd.Series, name: str, positions: np.ndarray, row_offset: int) -> np.ndarray:
+def _outcome_values(series: pd.Series, name: str, positions: np.ndarray, row_offset: RowOffset) -> np.ndarray:
     if pd.api.types.is_bool_dtype(series.dtype):
         return series.to_numpy(dtype=float)
     values = pd.to_numeric(series.map(_outcome_number), errors="coerce")
@@ -727,7 +719,7 @@ def _build_design(
     group: str,
     reference: dict[str, str],
     *,
-    row_offset: int = 0,
+    row_offset: RowOffset = 0,
 ) -> _Design:
     if not isinstance(data, pd.DataFrame):
         raise AnalysisInputError("the harm model needs a pandas DataFrame")

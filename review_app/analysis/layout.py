@@ -51,8 +51,22 @@ def require_columns(data: pd.DataFrame, columns: Iterable[str], *, what: str = "
         raise AnalysisInputError(f"{what} has no column(s) {', '.join(map(repr, missing))}; columns present: {present}")
 
 
+RowOffset = int | Sequence[int]
+
+
+def where(position: int, row_offset: RowOffset) -> str:
+    """Where frame row ``position`` came from: ``line N`` of the file, or ``row N`` (0-based) of a bare frame.
+
+    ``row_offset`` is either the line of position 0 (2 for a CSV with a header and one line per record) or,
+    when records span lines or blank lines are skipped, the file line of every frame row.
+    """
+    if isinstance(row_offset, int):
+        return f"line {position + row_offset}" if row_offset else f"row {position}"
+    return f"line {row_offset[position]}"
+
+
 def numeric_scores(
-    data: pd.DataFrame, column: str, *, allowed: Sequence[float] | None = None, row_offset: int = 0
+    data: pd.DataFrame, column: str, *, allowed: Sequence[float] | None = None, row_offset: RowOffset = 0
 ) -> pd.Series:
     """The column as floats with NaN for missing, refusing text and values outside ``allowed``.
 
@@ -68,9 +82,8 @@ def numeric_scores(
     bad = values.isna() & cleaned.notna()
     if bad.any():
         position = int(np.flatnonzero(bad.to_numpy())[0])
-        where = f"line {position + row_offset}" if row_offset else f"row {position}"
         raise AnalysisInputError(
-            f"column {column!r} must be numeric: {where} holds {raw.iloc[position]!r} "
+            f"column {column!r} must be numeric: {where(position, row_offset)} holds {raw.iloc[position]!r} "
             f"({int(bad.sum())} non-numeric value(s) in all)"
         )
     values = values.astype(float)
@@ -78,10 +91,9 @@ def numeric_scores(
         outside = values.notna() & ~values.isin([float(a) for a in allowed])
         if outside.any():
             position = int(np.flatnonzero(outside.to_numpy())[0])
-            where = f"line {position + row_offset}" if row_offset else f"row {position}"
             allowed_text = ", ".join(_fmt(a) for a in allowed)
             raise AnalysisInputError(
-                f"column {column!r}: {where} holds {_fmt(values.iloc[position])}, "
+                f"column {column!r}: {where(position, row_offset)} holds {_fmt(values.iloc[position])}, "
                 f"outside the categories {{{allowed_text}}}"
             )
     return values

@@ -424,8 +424,13 @@ def reviewer_quality(
     gold_annotations: pd.DataFrame | None = None,
     expected: Mapping[int, Mapping[str, int]] | None = None,
     thresholds: QualityThresholds | None = None,
+    severity: bool = True,
 ) -> ReviewerQuality:
     """Every measure for every reviewer in ``annotations`` (and ``gold_annotations``), with alerts.
+
+    ``severity=False`` leaves out the harm-model measures (severity and its change by third, the
+    slow part): alerts need only drift and gold accuracy, so the Progress page's alerts are the same
+    without the fits.
 
     ``harm`` is the study's harm model as the Analysis page fitted it on these annotations (the
     review app passes ``services.study_analysis.harm_model``'s), or only the spec to fit it under
@@ -441,7 +446,9 @@ def reviewer_quality(
     panel: dict[str, float | None] = {"agreement": None, "severity_sd": None}
     has_b = (annotations[C.rubric].astype(str) == "B").any() if not annotations.empty else False
     fitted = None
-    if has_b:
+    if not severity:
+        notes.append("severity not computed (alerts only)")
+    elif has_b:
         if not isinstance(harm, StudyHarmModel):
             harm = _fit_for_severity(annotations, harm or HarmModelSpec())
         if harm.result is None or harm.data is None:

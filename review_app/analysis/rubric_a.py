@@ -13,7 +13,7 @@ summaries", MedMisBench App. B.1), then
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -197,11 +197,12 @@ def summarise_rubric_a(
     n_boot: int = 2000,
     seed: int = 0,
     confidence: float = 0.95,
+    progress: Callable[[float], None] | None = None,
 ) -> RubricASummary:
     """Rubric A summary over the tasks in ``annotations`` (rows of other rubrics are ignored).
 
     ``pass_thresholds`` overrides the rubric's thresholds: one number for every dimension or a
-    mapping from dimension key to threshold.
+    mapping from dimension key to threshold. ``progress`` follows the bootstrap (fraction done).
     """
     data = select_rubric(annotations, rubric.key, columns)
     warnings: list[str] = []
@@ -210,7 +211,9 @@ def summarise_rubric_a(
     per_task = task_means(data, rubric, columns=columns)
     thresholds = _thresholds(rubric, pass_thresholds)
     stats = [*rubric.dimension_keys, COMPOSITE]
-    cis = cluster_mean_ci(per_task[stats].to_numpy(dtype=float), n_boot=n_boot, seed=seed, confidence=confidence)
+    cis = cluster_mean_ci(
+        per_task[stats].to_numpy(dtype=float), n_boot=n_boot, seed=seed, confidence=confidence, progress=progress
+    )
     dimensions = []
     for index, dimension in enumerate(rubric.dimensions):
         column = per_task[dimension.key]

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from review_app.config import default_sqlite_url, get_settings
@@ -36,12 +37,19 @@ _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
 
 
-def get_engine(url: str | None = None, *, migrate: bool = True) -> Engine:
-    """The process-wide engine for ``url`` (default: ``MEDREV_DATABASE_URL``), migrated on first use."""
+def get_engine(url: str | None = None, *, migrate: bool = True, create: bool = True) -> Engine:
+    """The process-wide engine for ``url`` (default: ``MEDREV_DATABASE_URL``), migrated on first use.
+
+    With ``create=False`` a SQLite file that does not exist yet is refused (``DatabaseUnavailable``)
+    instead of being started: a command that only reads or changes existing data must not leave a
+    new, empty database behind a mistyped path.
+    """
     url = url or get_settings().database_url
     with _engines_lock:
         engine = _engines.get(url)
         if engine is None:
+            if not create:
+                _check_exists(url)
             engine = open_database(url, migrate=migrate)
             _engines[url] = engine
         return engine
@@ -62,7 +70,11 @@ def open_database(url: str, *, migrate: bool = True) -> Engine:
     """
     _check_location(url)
     try:
-        engine = make_engine(url)
+        settings = get_settings()
+    except ValueError as exc:  # a pool setting that is not a number
+        raise DatabaseUnavailable(f"{exc}.", url) from None
+    try:
+        engine = make_engine(url, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow)
     except (ValueError, SQLAlchemyError, ImportError) as exc:
         raise DatabaseUnavailable(
             f"{URL_SETTING} is not a database medrev can use ({safe_url(url)}: {exc}): use sqlite:///PATH "
@@ -98,6 +110,7 @@ def migrate_now(url: str | None = None) -> tuple[str | None, str]:
 def revisions(url: str | None = None) -> tuple[str | None, str, str]:
     """``medrev db current``: (current revision, latest revision, URL without password)."""
     url = url or get_settings().database_url
+    _check_exists(url)
     engine = open_database(url, migrate=False)
     try:
         with _faults(url, engine, "read"):
@@ -121,8 +134,54 @@ def _migrate(engine: Engine) -> None:
     upgrade(engine)
 
 
+def _check_exists(url: str) -> None:
+    """Refuse a SQLite URL whose file does not exist (a mistyped path), naming where medrev looked."""
+    _check_sqlite_url(url)
+    try:
+        path = sqlite_path(url)
+    except Exception:
+        return  # make_engine reports an unreadable URL
+    if path is None or path.exists():
+        return
+    fault = location_fault(path, safe_url(url)) if url != default_sqlite_url() else None
+    if fault is not None:
+        raise fault
+    raise DatabaseUnavailable(
+        f"There is no database at {path} ({safe_url(url)}): check {URL_SETTING} (or the medrev.toml of this "
+        "folder) for a typing mistake, or create the database with `medrev db upgrade` or `medrev review import`.",
+        url,
+    )
+
+
+def _check_sqlite_url(url: str) -> None:
+    """Refuse a SQLite URL without a file (in memory) or with options SQLite would silently ignore."""
+    try:
+        parsed = make_url(url)
+        path = sqlite_path(url)
+    except Exception:
+        return  # make_engine reports an unreadable URL
+    if parsed.get_backend_name() != "sqlite":
+        return
+    if path is None:
+        raise DatabaseUnavailable(
+            f"{safe_url(url)} names no database file (an in-memory database vanishes when the command ends): "
+            f"set {URL_SETTING} to sqlite:///PATH.",
+            url,
+        )
+    ignored = sorted(set(parsed.query) - {"uri"})
+    if ignored and parsed.query.get("uri") not in ("true", "1"):
+        options = "&".join(f"{key}={parsed.query[key]}" for key in ignored)
+        raise DatabaseUnavailable(
+            f"SQLite ignores the option(s) {', '.join(ignored)} in {safe_url(url)} unless the URL is in URI form: "
+            f"use sqlite:///file:{path}?{options}&uri=true.",
+            url,
+        )
+
+
 def _check_location(url: str) -> None:
-    """Refuse a SQLite path whose folder is missing (except the default home, created here) or is a folder."""
+    """Refuse a SQLite URL ``_check_sqlite_url`` refuses, or whose folder is missing (except the default home,
+    created here) or is a folder."""
+    _check_sqlite_url(url)
     try:
         path = sqlite_path(url)
     except Exception:

@@ -28,6 +28,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
+from review_app.config import get_settings
 from review_app.db.errors import DatabaseReadOnly, classify, read_only_sentence, sqlite_path
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -52,16 +53,33 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-def make_engine(url: str) -> Engine:
+# Connections each process keeps (pool size) and may add under load (overflow), per backend, unless
+# MEDREV_DB_POOL_SIZE / MEDREV_DB_MAX_OVERFLOW say otherwise. Every replica and CLI process has its own
+# pool: replicas x (size + overflow) must stay below PostgreSQL's max_connections (100 by default).
+POOL_DEFAULTS = {"sqlite": (20, 20), "postgresql": (10, 20)}
+
+
+def make_engine(url: str, *, pool_size: int | None = None, max_overflow: int | None = None) -> Engine:
     """A configured engine for ``url`` (no connection yet, no migration); application code uses
-    ``db.connect.get_engine``, which also checks the database and turns faults into one sentence."""
+    ``db.connect.get_engine``, which also checks the database and turns faults into one sentence.
+
+    ``pool_size`` and ``max_overflow`` default to ``MEDREV_DB_POOL_SIZE`` / ``MEDREV_DB_MAX_OVERFLOW``,
+    then to the backend's ``POOL_DEFAULTS``.
+    """
     parsed = make_url(url)
+    if pool_size is None or max_overflow is None:
+        settings = get_settings()
+        default_size, default_overflow = POOL_DEFAULTS.get(parsed.get_backend_name(), (10, 20))
+        if pool_size is None:
+            pool_size = settings.db_pool_size or default_size
+        if max_overflow is None:
+            max_overflow = default_overflow if settings.db_max_overflow is None else settings.db_max_overflow
     if parsed.get_backend_name() == "sqlite":
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
-            pool_size=20,
-            max_overflow=20,
+            pool_size=pool_size,
+            max_overflow=max_overflow,
         )
         _configure_sqlite(engine)
         return engine
@@ -69,7 +87,9 @@ def make_engine(url: str) -> Engine:
         if parsed.drivername != "postgresql+psycopg":
             raise ValueError(f"use the psycopg 3 driver: postgresql+psycopg://... (got {parsed.drivername}://)")
         connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S}
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args)
+        return create_engine(
+            url, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow, connect_args=connect_args
+        )
     raise ValueError(f"unsupported database {parsed.get_backend_name()!r}; use sqlite or postgresql+psycopg")
 
 

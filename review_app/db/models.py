@@ -36,6 +36,8 @@ ADJUDICATION_STATUSES = ("unanimous", "adjudicated", "unresolved")
 AUTO_LABELS = ("FAIL", "SUCCESS")
 ITEM_KINDS = ("mcq", "retracted")
 GOLD_SOURCES = ("adjudication", "consensus")
+FLAG_KINDS = ("item", "response", "rubric", "other")
+FLAG_STATUSES = ("open", "resolved", "excluded", "withdrawn")
 
 
 def utcnow() -> datetime:
@@ -274,7 +276,8 @@ class Assignment(SQLModel, table=True):
             sqlite_where=text("status <> 'withdrawn'"),
             postgresql_where=text("status <> 'withdrawn'"),
         ),
-        Index("ix_assignment_queue", "reviewer_id", "status", "id"),
+        # The reviewer's queue in the order next_assignment serves it (and, by its prefix, their counts).
+        Index("ix_assignment_next", "reviewer_id", "status", "study_id", "pool_rank", "rubric", "id"),
         # Covers the progress page's aggregates (by status, task and reviewer) without table reads.
         Index("ix_assignment_progress", "study_id", "status", "task_id", "reviewer_id", "flagged"),
     )
@@ -283,6 +286,11 @@ class Assignment(SQLModel, table=True):
     task_id: int = Field(foreign_key="task.id", index=True)
     reviewer_id: int = Field(foreign_key="reviewer.id")
     study_id: int = Field(foreign_key="study.id", index=True)
+    # Copies of the task's pool rank and rubric, so the queue order is one index (ix_assignment_next).
+    # A database trigger sets them from the task on every insert (whatever is passed here), and a
+    # task's rank and rubric never change, so they cannot disagree with the task.
+    pool_rank: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    rubric: str = Field(default="", max_length=40, sa_column_kwargs={"server_default": ""})
     slot: int = 1
     status: str = Field(default="assigned", max_length=20)
     flagged: bool = False
@@ -411,6 +419,36 @@ class GoldTask(SQLModel, table=True):
     source: str = Field(max_length=20)
     source_task_id: int | None = Field(default=None, foreign_key="task.id")
     created_by: int = Field(foreign_key="reviewer.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class TaskFlag(SQLModel, table=True):
+    """A reviewer's flag on a task for the study lead: what is wrong (kind), their comment, and the lead's answer.
+
+    ``status`` is ``open`` until a lead resolves it (``resolved``) or excludes the task from the
+    study (``excluded``: the task leaves every analysis and export, and is locked so nobody rates
+    it further), or the reviewer takes it back (``withdrawn``). The lead's reply is shown to the
+    reviewer; every change is also in the audit log.
+    """
+
+    __tablename__ = "task_flag"
+    __table_args__ = (
+        CheckConstraint(_in("kind", FLAG_KINDS), name="ck_task_flag_kind"),
+        CheckConstraint(_in("status", FLAG_STATUSES), name="ck_task_flag_status"),
+        Index("ix_task_flag_study_status", "study_id", "status"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id")
+    task_id: int = Field(foreign_key="task.id", index=True)
+    assignment_id: int = Field(foreign_key="assignment.id", index=True)
+    reviewer_id: int = Field(foreign_key="reviewer.id")
+    kind: str = Field(max_length=20)
+    comment: str = Field(default="", sa_type=Text)
+    status: str = Field(default="open", max_length=20)
+    reply: str = Field(default="", sa_type=Text)
+    resolved_by_id: int | None = Field(default=None, foreign_key="reviewer.id")
+    resolved_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -27,11 +27,11 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
-from pydantic import BaseModel, ConfigDict, EmailStr, Field, field_validator
+from pydantic import BaseModel, ConfigDict, EmailStr, Field, ValidationError, field_validator
 from sqlalchemy import Engine, delete, func, text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
@@ -117,6 +117,22 @@ class UserProfile(BaseModel):
     @classmethod
     def _empty_email(cls, value):
         return value or None
+
+
+def new_profile(**fields: Any) -> UserProfile:
+    """A ``UserProfile`` from form or command-line values, or ``InvalidInput`` naming each bad field in one line
+    (pydantic's own report runs to several lines and links to its website)."""
+    try:
+        return UserProfile(**fields)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"]) or "profile"
+            message = error["msg"].removeprefix("Value error, ")
+            found = error.get("input")
+            shown = "" if found is None or repr(found) in message else f" (found {found!r})"
+            problems.append(f"{field}: {message}{shown}")
+        raise InvalidInput("; ".join(problems)) from None
 
 
 class SigninThrottled(AccountLocked):

@@ -28,7 +28,7 @@ Raters appear under the study's pseudonyms (R01, R02, ...) unless the caller ask
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -45,9 +45,11 @@ from review_app.db.engine import read_session, write_session
 from review_app.db.models import ADJUDICATION_STATUSES, Adjudication, Item, ModelResponse, Reviewer, Study, Task
 from review_app.rubrics import Rubric, ScoreSheet, get_rubric
 from review_app.services import audit
+from review_app.services.actors import Actor, acting_user, as_actor, require_study_lead
 from review_app.services.annotations import get_study_row, load_annotations, study_rubrics
-from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
 from review_app.services.reviewing import TaskMaterial, material
+from review_app.services.study_cache import CACHE, study_frame
 
 LEAD_ROLES = ("lead", "admin")
 MAX_RATIONALE = 10_000
@@ -238,6 +240,29 @@ class AutoUnanimousResult:
         )
 
 
+class DecisionError(InvalidInput):
+    """A decision the rules refuse, naming the form fields that caused it (dimension keys, ``status``,
+    ``rationale``), so a page can show the message next to the control to change."""
+
+    def __init__(self, message: str, fields: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.fields: tuple[str, ...] = tuple(fields)
+
+
+def agreed_dimensions(rubric: Rubric | str, ratings: Sequence[Rating]) -> dict[str, int]:
+    """Dimension -> the score every rater gave it, for dimensions with two or more ratings that all agree.
+
+    The adjudication page pre-fills these (marked "agreed") so the lead decides only the others.
+    """
+    rubric = get_rubric(rubric) if isinstance(rubric, str) else rubric
+    agreed = {}
+    for key in rubric.dimension_keys:
+        given = [r.scores[key] for r in ratings if key in r.scores]
+        if len(given) >= 2 and len(set(given)) == 1:
+            agreed[key] = given[0]
+    return agreed
+
+
 # --- comparing ratings -------------------------------------------------------------------------
 
 
@@ -365,13 +390,39 @@ def _is_stale(latest: Adjudication | None, ratings: Sequence[Rating]) -> bool:
     return latest is not None and any(r.submitted_at > latest.created_at for r in ratings)
 
 
-def _require_lead(session: Session, lead_id: int) -> Reviewer:
-    lead = session.get(Reviewer, lead_id)
-    if lead is None or not lead.active:
-        raise PermissionDenied("only an active study lead or admin can adjudicate")
-    if lead.role not in LEAD_ROLES:
-        raise PermissionDenied(f"{lead.username} is a {lead.role}; only study leads and admins can adjudicate")
+def _acting(actor: Actor | Reviewer | int | None, lead_id: int | None) -> Actor:
+    """The actor of a call; ``lead_id=`` is the older spelling of ``actor=`` (an account id)."""
+    if actor is None and lead_id is None:
+        raise TypeError("pass actor= (the signed-in user, or actors.SYSTEM on the command line)")
+    return as_actor(actor if actor is not None else lead_id)
+
+
+def _require_lead(session: Session, actor: Actor, study: Study) -> Reviewer | None:
+    """The acting lead re-read in this transaction, if a lead of ``study`` or an admin (None: the system).
+
+    A lead of another study is refused (SPEC 2.7): adjudication changes a study's results.
+    """
+    try:
+        lead = acting_user(session, actor, roles=LEAD_ROLES)
+    except SessionEnded:
+        raise
+    except PermissionDenied:
+        user = session.get(Reviewer, actor.id)
+        raise PermissionDenied(
+            f"{user.username} is a {user.role}; only study leads and admins can adjudicate"
+        ) from None
+    require_study_lead(session, lead, study)
     return lead
+
+
+def _system_id(session: Session, lead: Reviewer | None) -> int:
+    """The id an adjudication row names: the lead's, or for the system actor the first admin's."""
+    if lead is not None:
+        return lead.id
+    admin = session.exec(select(Reviewer.id).where(Reviewer.role == "admin").order_by(Reviewer.id)).first()
+    if admin is None:
+        raise PermissionDenied("recording a decision from the command line needs an admin account to record it under")
+    return admin
 
 
 # --- the queue and the view --------------------------------------------------------------------
@@ -393,17 +444,49 @@ def disagreement_queue(
     first, then task id. ``include_unanimous`` appends the unanimous tasks (priority 2);
     ``open_only`` drops tasks whose latest decision is ``adjudicated`` or ``unanimous`` and still
     matches the ratings (unresolved and stale decisions stay in the queue).
+
+    The queue is built from the study's shared annotations frame and cached with it per data
+    version (``services.study_cache``: a submit, an edit or a decision moves the version), so a
+    page rerun does not rebuild it; only the task locks (changed in place, not part of the data
+    version) are read on every call, in one indexed query.
     """
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
         (key,) = study_rubrics(study, rubric)
-        rubric_def = get_rubric(key)
-        frame = load_annotations(session, study, rubric=key, pseudonymise=pseudonymise)
-        by_task = {t: r for t, r in _ratings(frame, rubric_def).items() if len(r) >= 2}
-        tasks = {t.id: t for t in session.exec(select(Task).where(Task.id.in_(sorted(by_task))))}
-        latest = latest_adjudications(session, study.id, list(by_task))
+        locked = set(session.exec(select(Task.id).where(Task.study_id == study.id, Task.rubric == key, Task.locked)))
+    entries = CACHE.get(
+        engine,
+        study_name,
+        ("disagreement_queue", key, bool(include_unanimous), bool(open_only), bool(pseudonymise)),
+        lambda version: _queue(engine, study_name, key, version, include_unanimous, open_only, pseudonymise),
+        reads_database=True,
+    )
+    return [replace(e, locked=True) if e.task_id in locked else e for e in entries]
+
+
+def _queue(
+    engine: Engine,
+    study_name: str,
+    key: str,
+    version: tuple[int, ...],
+    include_unanimous: bool,
+    open_only: bool,
+    pseudonymise: bool,
+) -> tuple[QueueEntry, ...]:
+    """The queue of :func:`disagreement_queue` for one data version, every task shown unlocked."""
+    rubric_def = get_rubric(key)
+    frame = study_frame(engine, study_name, pseudonymise=pseudonymise, version=version)
+    frame = frame.loc[frame[C.rubric].astype(str) == key]
+    by_task = {t: r for t, r in _ratings(frame, rubric_def).items() if len(r) >= 2}
+    with read_session(engine) as session:
+        study = get_study_row(session, study_name)
+        latest = latest_adjudications(session, study.id)
     context = frame.groupby(C.task).agg(
-        subset=(C.subset, "first"), language=("language", "first"), flagged=("flagged", "any"), item=(C.item, "first")
+        subset=(C.subset, "first"),
+        language=("language", "first"),
+        flagged=("flagged", "any"),
+        item=(C.item, "first"),
+        unit_key=("unit_key", "first"),
     )
     entries = []
     for task_id, ratings in by_task.items():
@@ -419,14 +502,14 @@ def disagreement_queue(
                 task_id=task_id,
                 rubric=key,
                 item_id=int(context.at[task_id, "item"]),
-                unit_key=tasks[task_id].unit_key,
+                unit_key=context.at[task_id, "unit_key"],
                 subset=context.at[task_id, "subset"],
                 language=context.at[task_id, "language"],
                 raters=tuple(r.rater for r in ratings),
                 comparison=comparison,
                 needs_adjudication=bool(context.at[task_id, "flagged"])
                 or any("needs_adjudication" in r.flags for r in ratings),
-                locked=tasks[task_id].locked,
+                locked=False,
                 status=decision.status if decision else None,
                 version=decision.version if decision else 0,
                 stale=stale,
@@ -442,7 +525,7 @@ def disagreement_queue(
             e.task_id,
         )
     )
-    return entries
+    return tuple(entries)
 
 
 def queue_frame(entries: Sequence[QueueEntry]) -> pd.DataFrame:
@@ -450,14 +533,26 @@ def queue_frame(entries: Sequence[QueueEntry]) -> pd.DataFrame:
     return pd.DataFrame([e.to_dict() for e in entries], columns=list(QUEUE_COLUMNS))
 
 
-def adjudication_view(engine: Engine, task_id: int, *, lead_id: int, pseudonymise: bool = True) -> AdjudicationView:
-    """One task for adjudication: material, every rating side by side, and the decision history."""
+def adjudication_view(
+    engine: Engine,
+    task_id: int,
+    *,
+    actor: Actor | Reviewer | int | None = None,
+    lead_id: int | None = None,
+    pseudonymise: bool = True,
+) -> AdjudicationView:
+    """One task for adjudication: material, every rating side by side, and the decision history.
+
+    Only a lead of the task's study (or an admin) may open it.
+    """
+    acting = _acting(actor, lead_id)
     with read_session(engine) as session:
-        _require_lead(session, lead_id)
         task = session.get(Task, task_id)
         if task is None:
+            acting_user(session, acting, roles=LEAD_ROLES)
             raise NotFound(f"no task {task_id}")
         study = session.get(Study, task.study_id)
+        _require_lead(session, acting, study)
         item = session.get(Item, task.item_id)
         response = session.get(ModelResponse, task.response_id) if task.response_id else None
         rubric = get_rubric(task.rubric)
@@ -505,36 +600,60 @@ def check_decision(
 ) -> dict[str, int]:
     """Validate a decision against the rubric and the ratings; return the final scores to store.
 
-    Raises :class:`InvalidInput` naming what is wrong. Pages can call this before submitting to
-    show the message next to the form.
+    Raises :class:`DecisionError` (an ``InvalidInput``) naming what is wrong and the fields that caused
+    it, so pages can show the message next to the control to change.
     """
     rubric = get_rubric(rubric) if isinstance(rubric, str) else rubric
     if status not in ADJUDICATION_STATUSES:
-        raise InvalidInput(f"unknown status {status!r}; choose one of {', '.join(ADJUDICATION_STATUSES)}")
+        raise DecisionError(f"unknown status {status!r}; choose one of {', '.join(ADJUDICATION_STATUSES)}", ("status",))
     if not ratings:
-        raise InvalidInput("this task has no submitted ratings yet; there is nothing to adjudicate")
+        raise DecisionError("this task has no submitted ratings yet; there is nothing to adjudicate")
     if len(rationale) > MAX_RATIONALE:
-        raise InvalidInput(f"the rationale is too long ({len(rationale)} characters, at most {MAX_RATIONALE})")
+        raise DecisionError(
+            f"the rationale is too long ({len(rationale)} characters, at most {MAX_RATIONALE})", ("rationale",)
+        )
     comparison = compare(rubric, ratings)
     if status == "unresolved":
         if final_scores:
-            raise InvalidInput("an unresolved decision has no final scores; leave them empty or choose 'adjudicated'")
+            raise DecisionError(
+                "an unresolved decision has no final scores; leave them empty or choose 'adjudicated'", ("status",)
+            )
         if not rationale:
-            raise InvalidInput("explain in the rationale why the task stays unresolved")
+            raise DecisionError("explain in the rationale why the task stays unresolved", ("rationale",))
         return {}
     if status == "unanimous":
         if comparison.n_ratings < 2:
-            raise InvalidInput("'unanimous' needs at least two ratings; use 'adjudicated' for a single-rated task")
+            raise DecisionError(
+                "'unanimous' needs at least two ratings; use 'adjudicated' for a single-rated task", ("status",)
+            )
         if not comparison.unanimous:
             names = ", ".join(rubric.dimension(k).name for k in comparison.differing) or "some dimensions"
-            raise InvalidInput(f"the raters disagree on {names}; record 'adjudicated' or 'unresolved' instead")
+            raise DecisionError(
+                f"the raters disagree on {names}; record 'adjudicated' or 'unresolved' instead", ("status",)
+            )
         if final_scores and dict(final_scores) != comparison.consensus:
-            raise InvalidInput("'unanimous' final scores must be the raters' common scores; use 'adjudicated'")
+            raise DecisionError(
+                "'unanimous' final scores must be the raters' common scores; use 'adjudicated'", ("status",)
+            )
         return dict(comparison.consensus)
+    given = dict(final_scores or {})
+    missing = [d for d in rubric.dimensions if given.get(d.key) is None]
+    if missing:
+        raise DecisionError(
+            f"choose a final score for every dimension; missing: {', '.join(d.name for d in missing)}",
+            tuple(d.key for d in missing),
+        )
+    for dimension in rubric.dimensions:
+        value = given[dimension.key]
+        if isinstance(value, bool) or value not in dimension.values:
+            allowed = ", ".join(str(v) for v in dimension.values)
+            raise DecisionError(
+                f"{dimension.name}: score {value!r} is out of range (allowed: {allowed})", (dimension.key,)
+            )
     try:
-        sheet = ScoreSheet(rubric=rubric.key, scores=dict(final_scores or {}))
+        sheet = ScoreSheet(rubric=rubric.key, scores=given)
     except ValidationError as error:
-        raise InvalidInput(f"final scores: {_score_errors(error)}") from None
+        raise DecisionError(f"final scores: {_score_errors(error)}") from None
     overridden = overridden_dimensions(ratings, sheet.scores)
     if overridden and not rationale:
         detail = "; ".join(
@@ -542,7 +661,9 @@ def check_decision(
             f"final {sheet.scores[k]})"
             for k in overridden
         )
-        raise InvalidInput(f"a rationale is required when the final score overrides every rater: {detail}")
+        raise DecisionError(
+            f"a rationale is required when the final score overrides every rater: {detail}", ("rationale", *overridden)
+        )
     return dict(sheet.scores)
 
 
@@ -565,7 +686,8 @@ def adjudicate(
     engine: Engine,
     task_id: int,
     *,
-    lead_id: int,
+    actor: Actor | Reviewer | int | None = None,
+    lead_id: int | None = None,
     final_scores: Mapping[str, int] | None,
     status: str,
     rationale: str = "",
@@ -573,16 +695,18 @@ def adjudicate(
 ) -> AdjudicationRecord:
     """Record version ``expected_version + 1`` of the decision on a task (see the module notes).
 
-    Raises ``PermissionDenied`` for a non-lead, ``NotFound`` for an unknown task, ``InvalidInput``
-    for a decision the rules refuse, and ``Conflict`` when someone else recorded a version since
-    ``expected_version``.
+    Raises ``PermissionDenied`` unless ``actor`` leads the task's study (or is an admin; ``lead_id=``
+    is the older spelling of ``actor=``), ``NotFound`` for an unknown task, ``DecisionError`` (an
+    ``InvalidInput``) for a decision the rules refuse, and ``Conflict`` when someone else recorded a
+    version since ``expected_version``.
     """
+    acting = _acting(actor, lead_id)
     status = (status or "").strip().lower()
     rationale = (rationale or "").strip()
     if isinstance(expected_version, bool) or int(expected_version) != expected_version or expected_version < 0:
         raise InvalidInput(f"expected_version must be a whole number >= 0 (got {expected_version!r})")
     try:
-        return _adjudicate(engine, task_id, lead_id, final_scores, status, rationale, int(expected_version))
+        return _adjudicate(engine, task_id, acting, final_scores, status, rationale, int(expected_version))
     except IntegrityError:
         # Only reachable if two inserts of one version slip past the row lock; the unique
         # constraint refused the second one.
@@ -594,12 +718,14 @@ def adjudicate(
         raise _conflict(task_id, expected_version, latest, names) from None
 
 
-def _adjudicate(engine, task_id, lead_id, final_scores, status, rationale, expected) -> AdjudicationRecord:
+def _adjudicate(engine, task_id, actor, final_scores, status, rationale, expected) -> AdjudicationRecord:
     with write_session(engine) as session:
-        lead = _require_lead(session, lead_id)
         task = session.exec(select(Task).where(Task.id == task_id).with_for_update()).first()
         if task is None:
+            acting_user(session, actor, roles=LEAD_ROLES)
             raise NotFound(f"no task {task_id}")
+        lead = _require_lead(session, actor, session.get(Study, task.study_id))
+        lead_id = _system_id(session, lead)
         latest = session.exec(
             select(Adjudication).where(Adjudication.task_id == task.id).order_by(Adjudication.version.desc())
         ).first()
@@ -619,13 +745,13 @@ def _adjudicate(engine, task_id, lead_id, final_scores, status, rationale, expec
             status=status,
             final_scores=scores,
             rationale=rationale,
-            adjudicator_id=lead.id,
+            adjudicator_id=lead_id,
         )
         session.add(row)
         session.flush()
         audit.record(
             session,
-            actor_id=lead.id,
+            actor_id=lead.id if lead is not None else None,
             action="adjudication.record",
             entity="adjudication",
             entity_id=task.id,
@@ -633,7 +759,7 @@ def _adjudicate(engine, task_id, lead_id, final_scores, status, rationale, expec
             before=_audit_state(latest),
             after=_audit_state(row) | {"based_on": {r.rater: r.annotation_id for r in ratings}},
         )
-        return _record(row, {lead.id: f"{lead.display_name} ({lead.username})"})
+        return _record(row, _lead_names(session, {lead_id}))
 
 
 def _audit_state(row: Adjudication | None) -> dict[str, Any] | None:
@@ -647,15 +773,24 @@ def _audit_state(row: Adjudication | None) -> dict[str, Any] | None:
     }
 
 
-def auto_unanimous(engine: Engine, study_name: str, rubric: str, *, lead_id: int) -> AutoUnanimousResult:
+def auto_unanimous(
+    engine: Engine,
+    study_name: str,
+    rubric: str,
+    *,
+    actor: Actor | Reviewer | int | None = None,
+    lead_id: int | None = None,
+) -> AutoUnanimousResult:
     """Record ``unanimous`` (version 1) on every task whose raters fully agree and that has no decision.
 
     One transaction with the tasks locked, so it cannot interleave with a lead adjudicating one of
     them; tasks that already have any decision are left alone.
     """
+    acting = _acting(actor, lead_id)
     with write_session(engine) as session:
-        lead = _require_lead(session, lead_id)
         study = get_study_row(session, study_name)
+        lead = _require_lead(session, acting, study)
+        lead_id = _system_id(session, lead)
         (key,) = study_rubrics(study, rubric)
         rubric_def = get_rubric(key)
         frame = load_annotations(session, study, rubric=key)
@@ -678,12 +813,12 @@ def auto_unanimous(engine: Engine, study_name: str, rubric: str, *, lead_id: int
                 status="unanimous",
                 final_scores=dict(comparison.consensus),
                 rationale=AUTO_RATIONALE,
-                adjudicator_id=lead.id,
+                adjudicator_id=lead_id,
             )
             session.add(row)
             audit.record(
                 session,
-                actor_id=lead.id,
+                actor_id=lead.id if lead is not None else None,
                 action="adjudication.auto_unanimous",
                 entity="adjudication",
                 entity_id=task_id,

@@ -24,6 +24,7 @@ from sqlmodel import Session, select
 
 from review_app.db.engine import write_session
 from review_app.db.models import OPEN_STATUSES, Assignment, Enrollment, Item, Reviewer, Study, Task, utcnow
+from review_app.db.statistics import refresh_statistics
 from review_app.services import audit
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, require_study_lead
 from review_app.services.actors import get_study as _study
@@ -83,33 +84,40 @@ def enrol(engine: Engine, study_name: str, usernames: list[str], *, active: bool
     Only accounts with the reviewer role can be enrolled: leads and admins review nothing here.
     """
     with write_session(engine) as session:
-        me, study = _led_study(session, actor, study_name)
-        names = list(dict.fromkeys(u.strip().lower() for u in usernames if u.strip()))
-        users = {u.username: u for u in session.exec(select(Reviewer).where(Reviewer.username.in_(names)))}
-        unknown = [n for n in names if n not in users]
-        if unknown:
-            raise NotFound(f"no user named {', '.join(unknown)}")
-        others = [f"{n} ({users[n].role})" for n in names if users[n].role != "reviewer"]
-        if active and others:
-            raise PermissionDenied(f"only reviewers can be enrolled in a study, not {', '.join(others)}")
-        for name in names:
-            user = users[name]
-            row = session.exec(
-                select(Enrollment).where(Enrollment.study_id == study.id, Enrollment.reviewer_id == user.id)
-            ).first()
-            if row is None:
-                row = Enrollment(study_id=study.id, reviewer_id=user.id, active=active)
-            row.active = active
-            session.add(row)
-            audit.record(
-                session,
-                actor_id=me.id if me else None,
-                action="study.enrol" if active else "study.unenrol",
-                entity="reviewer",
-                entity_id=user.id,
-                study_id=study.id,
-            )
-        return names
+        return enrol_in(session, study_name, usernames, active=active, actor=actor)
+
+
+def enrol_in(
+    session: Session, study_name: str, usernames: list[str], *, active: bool = True, actor: Actor
+) -> list[str]:
+    """``enrol`` inside the caller's write transaction (e.g. a roster import that enrols its reviewers)."""
+    me, study = _led_study(session, actor, study_name)
+    names = list(dict.fromkeys(u.strip().lower() for u in usernames if u.strip()))
+    users = {u.username: u for u in session.exec(select(Reviewer).where(Reviewer.username.in_(names)))}
+    unknown = [n for n in names if n not in users]
+    if unknown:
+        raise NotFound(f"no user named {', '.join(unknown)}")
+    others = [f"{n} ({users[n].role})" for n in names if users[n].role != "reviewer"]
+    if active and others:
+        raise PermissionDenied(f"only reviewers can be enrolled in a study, not {', '.join(others)}")
+    for name in names:
+        user = users[name]
+        row = session.exec(
+            select(Enrollment).where(Enrollment.study_id == study.id, Enrollment.reviewer_id == user.id)
+        ).first()
+        if row is None:
+            row = Enrollment(study_id=study.id, reviewer_id=user.id, active=active)
+        row.active = active
+        session.add(row)
+        audit.record(
+            session,
+            actor_id=me.id if me else None,
+            action="study.enrol" if active else "study.unenrol",
+            entity="reviewer",
+            entity_id=user.id,
+            study_id=study.id,
+        )
+    return names
 
 
 def _eligible(session: Session, study: Study) -> list[Reviewer]:
@@ -253,7 +261,8 @@ def assign(
             study_id=study.id,
             after={"raters": raters, "dual_share": dual_share, "seed": seed, "created": created},
         )
-        return result
+    refresh_statistics(engine, ["task", "assignment"])
+    return result
 
 
 @dataclass
@@ -313,4 +322,6 @@ def reassign(engine: Engine, study_name: str, username: str, *, seed: int = 0, a
             study_id=study.id,
             after={"withdrawn": len(open_ids), "created": created},
         )
-        return ReassignResult(study_name, user.username, len(open_ids), created, kept, unfilled)
+        result = ReassignResult(study_name, user.username, len(open_ids), created, kept, unfilled)
+    refresh_statistics(engine, ["assignment"])
+    return result

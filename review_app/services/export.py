@@ -27,7 +27,6 @@ The tables and their column documentation are built in ``export_tables``, their 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import platform
@@ -35,7 +34,7 @@ import re
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,22 +42,28 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
-from sqlalchemy import Engine
+import pyarrow as pa
+import pyarrow.parquet as pq
+from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
 from bench_core.kernel.latex import packages
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
-from review_app.db.engine import write_session
-from review_app.db.models import GoldTask, Item, ModelResponse, Study, Task, utcnow
+from review_app.db.engine import read_session, write_session
+from review_app.db.models import Annotation, GoldTask, Item, ModelResponse, Reviewer, Study, Task, utcnow
 from review_app.rubrics import Rubric, get_rubric
 from review_app.services import audit
+from review_app.services.actors import LEAD_ROLES, SYSTEM, Actor, acting_user, as_actor, require_study_lead
 from review_app.services.adjudication import latest_adjudications
-from review_app.services.annotations import adjudicator_labels, get_study_row, load_annotations
+from review_app.services.annotations import adjudicator_labels, excluded_tasks, get_study_row, load_annotations
 from review_app.services.errors import InvalidInput
 from review_app.services.export_latex import latex_tables
 from review_app.services.export_tables import (
     CSV_ESCAPING_RULE,
+    FORMULA_PREFIXES,
+    LabelsBuilder,
     Table,
     agreement_table,
     column_type,
@@ -68,7 +73,7 @@ from review_app.services.export_tables import (
     harm_model_table,
     iso_utc,
     json_value,
-    labels_table,
+    labels_width,
     raw_annotations_table,
     rubric_a_tables,
     rubric_b_tables,
@@ -76,9 +81,42 @@ from review_app.services.export_tables import (
 from review_app.services.study_analysis import DEFAULT_N_BOOT, AnalysisOptions, StudyAnalysis, analyse, first_model
 
 EXPORT_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
+PENDING_CHOICES: tuple[str, ...] = ("include", "exclude")
+PENDING_RULE = (
+    "a task is pending while it has fewer annotations in force than its planned number of raters "
+    "(target_raters); excluded pending tasks are absent from every file"
+)
 CODEBOOK_MD = "codebook.md"
 CODEBOOK_JSON = "codebook.json"
 MANIFEST = "manifest.json"
+# Rows read from the database and written to the files at a time: the export's memory for the large
+# tables (labels: one row per task) is one chunk, whatever the study's size.
+CHUNK_ROWS = 10_000
+
+ProgressCallback = Callable[[float, str], None]
+"""Called with the fraction done (0 to 1) and what the export is doing, for a progress bar."""
+
+
+class _Progress:
+    """Maps the export's stages onto one 0-1 bar: each stage owns a span, advanced by rows written."""
+
+    def __init__(self, callback: ProgressCallback | None, start: float = 0.0, end: float = 1.0) -> None:
+        self.callback = callback
+        self.start, self.end = start, end
+        self.last = -1.0
+
+    def __call__(self, fraction: float, text: str) -> None:
+        if self.callback is None:
+            return
+        value = self.start + (self.end - self.start) * min(max(fraction, 0.0), 1.0)
+        if value - self.last >= 0.005 or fraction >= 1.0 or fraction == 0.0:
+            self.last = value
+            self.callback(value, text)
+
+    def span(self, start: float, end: float) -> _Progress:
+        """A progress for a sub-stage that fills [start, end] of this one."""
+        width = self.end - self.start
+        return _Progress(self.callback, self.start + width * start, self.start + width * end)
 
 
 # --- writing ----------------------------------------------------------------------------------------
@@ -130,13 +168,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_table(table: Table, folder: Path, fmt: str) -> Path:
-    """Write ``table`` as ``folder/<name>.<fmt>``: CSV with formula escaping, JSONL, or Parquet."""
-    frame = table.frame
-    path = folder / f"{table.name}.{fmt}"
-    if fmt == "parquet":
-        frame.to_parquet(path, index=False)
-        return path
+def _text_frame(frame: pd.DataFrame, fmt: str) -> pd.DataFrame:
+    """A chunk as CSV/JSONL write it: datetimes as ISO UTC text, and (CSV) formula-like text escaped."""
     text = frame.copy()
     for column in text.columns:
         if pd.api.types.is_datetime64_any_dtype(text[column]):
@@ -144,13 +177,90 @@ def write_table(table: Table, folder: Path, fmt: str) -> Path:
     if fmt == "csv":
         for column in text.columns:
             if text[column].dtype == object:
-                text[column] = text[column].map(escape_csv_cell)
-        text.to_csv(path, index=False, lineterminator="\n")
+                values = text[column].tolist()
+                if any(type(v) is str and v.startswith(FORMULA_PREFIXES) for v in values):  # else nothing to escape
+                    text[column] = [escape_csv_cell(v) for v in values]
+    return text
+
+
+def _json_column(series: pd.Series) -> list[Any]:
+    """The column's values as JSON takes them (``json_value`` of each cell), converted a column at a time."""
+    if pd.api.types.is_bool_dtype(series) and not isinstance(series.dtype, pd.BooleanDtype):
+        return series.tolist()
+    if pd.api.types.is_integer_dtype(series):
+        values = series.astype(object).tolist()
+        return [None if v is pd.NA else int(v) for v in values] if series.hasnans else values
+    if pd.api.types.is_float_dtype(series) and not isinstance(series.dtype, pd.api.extensions.ExtensionDtype):
+        finite = np.isfinite(series.to_numpy())
+        values = series.tolist()
+        return values if finite.all() else [v if ok else None for v, ok in zip(values, finite, strict=True)]
+    return [v if v is None or type(v) is str else json_value(v) for v in series.tolist()]
+
+
+class TableFile:
+    """One table file written a chunk at a time: CSV (formula escaping), JSONL or Parquet.
+
+    Every chunk must have the columns and dtypes of the first one. The CSV and JSONL bytes are those
+    of the whole table written at once; Parquet gets one row group per chunk (same values and types).
+    """
+
+    def __init__(self, folder: Path, name: str, fmt: str) -> None:
+        self.path = folder / f"{name}.{fmt}"
+        self.fmt = fmt
+        self.rows = 0
+        self._handle = None if fmt == "parquet" else self.path.open("w", encoding="utf-8", newline="")
+        self._parquet: pq.ParquetWriter | None = None
+        self._schema: pa.Schema | None = None
+
+    def write(self, frame: pd.DataFrame) -> None:
+        if self.fmt == "parquet":
+            self._write_parquet(frame)
+        elif self.fmt == "csv":
+            _text_frame(frame, "csv").to_csv(self._handle, index=False, header=self.rows == 0, lineterminator="\n")
+        else:
+            text = _text_frame(frame, "jsonl")
+            names = list(text.columns)
+            columns = [_json_column(text[name]) for name in names]
+            dumps = json.JSONEncoder(ensure_ascii=False).encode
+            rows = zip(*columns, strict=True)
+            self._handle.writelines(dumps(dict(zip(names, row, strict=True))) + "\n" for row in rows)
+        self.rows += len(frame)
+
+    def _write_parquet(self, frame: pd.DataFrame) -> None:
+        if self._schema is None:
+            schema = pa.Schema.from_pandas(frame, preserve_index=False)
+            for i, arrow_field in enumerate(schema):
+                if pa.types.is_null(arrow_field.type):  # all empty in the first chunk: text columns
+                    schema = schema.set(i, arrow_field.with_type(pa.string()))
+            self._schema = schema
+            self._parquet = pq.ParquetWriter(self.path, schema)
+        self._parquet.write_table(pa.Table.from_pandas(frame, schema=self._schema, preserve_index=False))
+
+    def close(self, empty: pd.DataFrame | None = None) -> Path:
+        """Finish the file; ``empty`` (the table's columns, no rows) writes the header of a table with no rows."""
+        if self.rows == 0 and empty is not None:
+            self.write(empty)
+        if self._handle is not None:
+            self._handle.close()
+        if self._parquet is not None:
+            self._parquet.close()
+        return self.path
+
+
+def write_table(table: Table, folder: Path, fmt: str, progress: ProgressCallback | None = None) -> Path:
+    """Write ``table`` as ``folder/<name>.<fmt>``: CSV with formula escaping, JSONL, or Parquet, a chunk
+    of rows at a time (the converted copy CSV and JSONL need is one chunk, not the whole table)."""
+    frame = table.frame
+    if fmt == "parquet" and len(frame) <= CHUNK_ROWS:
+        path = folder / f"{table.name}.{fmt}"
+        frame.to_parquet(path, index=False)
         return path
-    with path.open("w", encoding="utf-8") as handle:
-        for record in text.to_dict("records"):
-            handle.write(json.dumps({k: json_value(v) for k, v in record.items()}, ensure_ascii=False) + "\n")
-    return path
+    out = TableFile(folder, table.name, fmt)
+    for start in range(0, len(frame), CHUNK_ROWS):
+        out.write(frame.iloc[start : start + CHUNK_ROWS])
+        if progress is not None:
+            progress(min(start + CHUNK_ROWS, len(frame)) / max(len(frame), 1), f"Writing {out.path.name}")
+    return out.close(empty=frame.iloc[:0])
 
 
 def _codebook(
@@ -163,7 +273,7 @@ def _codebook(
                 "table": table.name,
                 "files": [f"{table.name}.{fmt}" for fmt in formats],
                 "description": table.description,
-                "rows": len(table.frame),
+                "rows": table.rows,
                 "columns": [
                     {
                         "name": column,
@@ -265,50 +375,99 @@ def snapshot_session(engine: Engine) -> Iterator[Session]:
         yield session
 
 
-def _tasks(session: Session, study_id: int, rubric: Rubric) -> list[dict[str, Any]]:
-    query = (
-        select(Task, Item, ModelResponse)
-        .join(Item, Item.id == Task.item_id)
-        .outerjoin(ModelResponse, ModelResponse.id == Task.response_id)
-        .where(Task.study_id == study_id, Task.rubric == rubric.key)
-        .where(Task.id.not_in(select(GoldTask.task_id).where(GoldTask.study_id == study_id)))  # quality only
-        .order_by(Task.pool_rank, Task.id)
+def _tasks_query(study_id: int, rubric: Rubric):
+    """The study's tasks of one rubric in pool order (gold tasks left out: they serve quality only),
+    as the columns the labels table needs (no item or response bodies)."""
+    query = select(
+        Task.id,
+        Item.id,
+        Item.external_id,
+        Task.unit_key,
+        Item.subset,
+        Item.language,
+        Item.content_type,
+        Item.provenance,
+        Task.target_raters,
+    ).join(Item, Item.id == Task.item_id)
+    if rubric.needs_response:
+        query = query.add_columns(ModelResponse.model, ModelResponse.condition, ModelResponse.auto_label).outerjoin(
+            ModelResponse, ModelResponse.id == Task.response_id
+        )
+    return query.where(*_study_tasks(study_id, rubric)).order_by(Task.pool_rank, Task.id)
+
+
+def _study_tasks(study_id: int, rubric: Rubric) -> tuple:
+    return (
+        Task.study_id == study_id,
+        Task.rubric == rubric.key,
+        Task.id.not_in(select(GoldTask.task_id).where(GoldTask.study_id == study_id)),  # quality only
+        Task.id.not_in(excluded_tasks(study_id)),  # a lead excluded them on the Flags page
     )
-    out = []
-    for task, item, response in session.exec(query):
-        row = {
-            C.task: task.id,
-            C.item: item.id,
-            "external_id": item.external_id,
-            "unit_key": task.unit_key,
-            C.subset: item.subset,
-            "language": item.language,
-            C.content_type: item.content_type,
-            C.provenance: item.provenance,
-            "target_raters": task.target_raters,
-        }
-        if rubric.needs_response:
-            row |= {
-                C.model: response.model if response else None,
-                "condition": response.condition if response else None,
-                C.auto_label: response.auto_label if response else None,
-            }
-        out.append(row)
-    return out
+
+
+_TASK_KEYS = (C.task, C.item, "external_id", "unit_key", C.subset, "language", C.content_type, C.provenance)
+
+
+def _task_chunks(session: Session, study_id: int, rubric: Rubric) -> Iterator[list[dict[str, Any]]]:
+    """The rows of :func:`_tasks_query`, ``CHUNK_ROWS`` at a time, streamed from the database (a server-side
+    cursor on PostgreSQL), so the study's tasks are never all in memory."""
+    keys = (*_TASK_KEYS, "target_raters")
+    if rubric.needs_response:
+        keys = (*keys, C.model, "condition", C.auto_label)
+    result = session.execute(_tasks_query(study_id, rubric).execution_options(yield_per=CHUNK_ROWS))
+    for rows in result.partitions():
+        yield [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def _task_stats(session: Session, study_id: int, rubric: Rubric) -> tuple[int, int]:
+    """(tasks, highest target rater count) of one rubric, as the labels table counts them."""
+    n, most = session.execute(
+        select(func.count(), func.coalesce(func.max(Task.target_raters), 1)).where(*_study_tasks(study_id, rubric))
+    ).one()
+    return int(n), int(most)
 
 
 @dataclass(frozen=True, eq=False)
 class _Snapshot:
     study: Study
     frame: pd.DataFrame
-    labels: list[Table]
+    labels: list[Table]  # the first chunk of each labels table (its columns and types) with its row count
+    files: list[ExportedFile]
     counts: dict[str, int]
     database: dict[str, Any]
     snapshot_utc: str
     first_model: str | None = None
+    pending: dict[str, Any] | None = None
 
 
-def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snapshot:
+def _pending_ids(session: Session, study_id: int, rubric_keys: list[str], frame: pd.DataFrame) -> dict[str, set[int]]:
+    """Per rubric, ids of the tasks with fewer annotations in force than their planned raters (``PENDING_RULE``).
+
+    Read as (id, planned raters) pairs a chunk at a time: two numbers a task, never the task rows.
+    """
+    rated = frame[C.task].value_counts().to_dict() if len(frame) else {}
+    pending: dict[str, set[int]] = {}
+    for key in rubric_keys:
+        query = select(Task.id, Task.target_raters).where(*_study_tasks(study_id, get_rubric(key)))
+        rows = session.execute(query.execution_options(yield_per=CHUNK_ROWS))
+        pending[key] = {int(task) for task, target in rows if rated.get(task, 0) < target}
+    return pending
+
+
+def _read_snapshot(
+    engine: Engine,
+    study_name: str,
+    pseudonymise: bool,
+    work: Path,
+    formats: tuple[str, ...],
+    progress: _Progress,
+    pending: str = "include",
+) -> _Snapshot:
+    """Read the study in one snapshot, streaming its labels tables into ``work`` while the snapshot is open.
+
+    With ``pending="exclude"`` the tasks still pending (``PENDING_RULE``) leave the annotations, the
+    decisions and the labels tables.
+    """
     from review_app.db.migrate import current_revision
 
     with snapshot_session(engine) as session:
@@ -318,23 +477,52 @@ def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snap
         decisions = latest_adjudications(session, study.id)
         adjudicators = adjudicator_labels(session, study.id, pseudonymise=pseudonymise)
         model = first_model(session, study.id)
-        labels = []
-        n_tasks = 0
+        n_excluded = len(set(session.exec(excluded_tasks(study.id)).all()))
+        pending_by_rubric = _pending_ids(session, study.id, study.rubric_keys, frame)
+        pending_ids = set().union(*pending_by_rubric.values())
+        leave_out = pending == "exclude" and bool(pending_ids)
+        if leave_out:
+            frame = frame.loc[~frame[C.task].isin(pending_ids)].reset_index(drop=True)
+            decisions = {t: d for t, d in decisions.items() if t not in pending_ids}
+        stats = {key: _task_stats(session, study.id, get_rubric(key)) for key in study.rubric_keys}
+        if leave_out:
+            stats = {key: (n - len(pending_by_rubric[key]), most) for key, (n, most) in stats.items()}
+        n_tasks = sum(n for n, _most in stats.values())
+        progress(0.1, "Reading the study")
+        labels: list[Table] = []
+        files: list[ExportedFile] = []
+        written = 0
         for key in study.rubric_keys:
             rubric = get_rubric(key)
-            tasks = _tasks(session, study.id, rubric)
-            n_tasks += len(tasks)
             rows = frame.loc[frame[C.rubric] == key]
-            labels.append(labels_table(key, tasks, rows, decisions, adjudicators))
+            builder = LabelsBuilder(key, rows, decisions, adjudicators, labels_width(rows, stats[key][1]))
+            outputs = [TableFile(work, f"adjudicated_labels_{key}", fmt) for fmt in formats]
+            first: Table | None = None
+            for chunk in _task_chunks(session, study.id, rubric):
+                tasks = [t for t in chunk if t[C.task] not in pending_ids] if leave_out else chunk
+                table = builder.table(tasks, n_rows=stats[key][0])
+                first = first or table
+                for out in outputs:
+                    out.write(table.frame)
+                written += len(chunk)
+                progress(0.1 + 0.9 * written / max(n_tasks, 1), f"Writing labels: {written:,} of {n_tasks:,} tasks")
+            first = first or builder.table([], n_rows=0)
+            for out in outputs:
+                path = out.close(empty=first.frame.iloc[:0])
+                files.append(_file(work, path, table=first.name, format=out.fmt, rows=out.rows))
+            labels.append(first)
     return _Snapshot(
         study=study,
         frame=frame,
         labels=labels,
+        files=files,
         counts={
             "tasks": n_tasks,
             "annotations_in_force": len(frame),
             "raters_with_annotations": int(frame[C.rater].nunique()),
             "adjudicated_tasks": len(decisions),
+            "pending_tasks": len(pending_ids),
+            "excluded_tasks": n_excluded,
         },
         database={
             "backend": engine.dialect.name,
@@ -343,7 +531,12 @@ def _read_snapshot(engine: Engine, study_name: str, pseudonymise: bool) -> _Snap
         },
         snapshot_utc=snapshot_utc,
         first_model=model,
+        pending={"tasks": len(pending_ids), "excluded": pending == "exclude", "rule": PENDING_RULE},
     )
+
+
+def _file(work: Path, path: Path, **info: Any) -> ExportedFile:
+    return ExportedFile(path.relative_to(work).as_posix(), _sha256(path), path.stat().st_size, **info)
 
 
 def _prepare_destination(out_dir: Path) -> Path:
@@ -366,7 +559,10 @@ def export_study(
     real_names: bool = False,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
+    actor: Actor | Reviewer | int = SYSTEM,
     actor_id: int | None = None,
+    progress: ProgressCallback | None = None,
+    pending: str = "include",
 ) -> ExportResult:
     """Write the publication export of a study into ``out_dir`` (a new or empty folder).
 
@@ -376,41 +572,61 @@ def export_study(
     in every requested format; ``latex/*.tex``; ``codebook.md`` and ``codebook.json`` (with the lme4
     call that refits the harm model); ``manifest.json``. The analysis uses the study's saved analysis
     options (references, tie rule, unrated items, penalty), as the analysis page does.
+
+    Only a lead of the study or an admin may export it (``actor``; the command line is
+    ``SYSTEM``; ``actor_id=`` is the older spelling). ``pending="exclude"`` leaves out the tasks
+    still pending (``PENDING_RULE``); either way the manifest says how many there are and whether
+    they were left out (``pending`` and ``counts.pending_tasks``). Tasks a lead excluded on the
+    Flags page are never exported (``counts.excluded_tasks``).
     """
     formats = parse_formats(formats)
+    if pending not in PENDING_CHOICES:
+        raise InvalidInput(f"pending must be one of {', '.join(PENDING_CHOICES)} (got {pending!r})")
+    acting = as_actor(actor_id if actor_id is not None else actor)
+    lead_id = check_exporter(engine, study_name, acting)
     destination = _prepare_destination(Path(out_dir))
-    snapshot = _read_snapshot(engine, study_name, pseudonymise=not real_names)
-    study = snapshot.study
-    analysis = analyse(
-        snapshot.frame,
-        study.rubric_keys,
-        study=study.name,
-        n_boot=n_boot,
-        seed=seed,
-        options=AnalysisOptions.from_settings(study.settings),
-        first_model=snapshot.first_model,
-    )
-    tables = [
-        *snapshot.labels,
-        raw_annotations_table(snapshot.frame, study.rubric_keys),
-        agreement_table(analysis),
-        *rubric_a_tables(analysis),
-        *rubric_b_tables(analysis),
-        *harm_model_table(analysis),
-        *harm_model_input_table(analysis),
-    ]
-    latex = latex_tables(analysis)
+    report = _Progress(progress)
+    report(0.0, "Reading the study")
     work = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent))
     try:
-        files: list[ExportedFile] = []
+        snapshot = _read_snapshot(
+            engine, study_name, not real_names, work, formats, report.span(0.0, 0.45), pending=pending
+        )
+        study = snapshot.study
+        files: list[ExportedFile] = list(snapshot.files)
 
         def add(path: Path, **info: Any) -> None:
-            relative = path.relative_to(work).as_posix()
-            files.append(ExportedFile(relative, _sha256(path), path.stat().st_size, **info))
+            files.append(_file(work, path, **info))
 
+        report(0.45, "Computing the analysis")
+        analysis = analyse(
+            snapshot.frame,
+            study.rubric_keys,
+            study=study.name,
+            n_boot=n_boot,
+            seed=seed,
+            options=AnalysisOptions.from_settings(study.settings),
+            first_model=snapshot.first_model,
+        )
+        tables = [
+            raw_annotations_table(snapshot.frame, study.rubric_keys),
+            agreement_table(analysis),
+            *rubric_a_tables(analysis),
+            *rubric_b_tables(analysis),
+            *harm_model_table(analysis),
+            *harm_model_input_table(analysis),
+        ]
+        latex = latex_tables(analysis)
+        writing = report.span(0.65, 0.95)
+        total = max(sum(table.rows for table in tables) * len(formats), 1)
+        done = 0
         for table in tables:
             for fmt in formats:
-                add(write_table(table, work, fmt), table=table.name, format=fmt, rows=len(table.frame))
+                step = writing.span(done / total, (done + table.rows) / total)
+                add(write_table(table, work, fmt, step), table=table.name, format=fmt, rows=table.rows)
+                done += table.rows
+        tables = [*snapshot.labels, *tables]
+        report(0.95, "Writing the codebook and manifest")
         if latex:
             (work / "latex").mkdir()
             for name, source in sorted(latex.items()):
@@ -424,6 +640,8 @@ def export_study(
         (work / CODEBOOK_MD).write_text(_codebook_markdown(codebook, study.name), encoding="utf-8")
         add(work / CODEBOOK_MD, format="markdown")
         notes = [*analysis.notes]
+        if snapshot.pending["tasks"]:
+            notes.insert(0, pending_sentence(snapshot.pending["tasks"], excluded=pending == "exclude"))
         manifest = {
             "medrev_version": _medrev_version(),
             "snapshot_utc": snapshot.snapshot_utc,
@@ -439,6 +657,7 @@ def export_study(
             "pseudonymised": not real_names,
             "formats": list(formats),
             "counts": snapshot.counts,
+            "pending": snapshot.pending,
             "analysis": analysis.parameters,
             "harm_model": _harm_summary(analysis),
             "csv_escaping": CSV_ESCAPING_RULE,
@@ -459,7 +678,7 @@ def export_study(
     with write_session(engine) as session:
         audit.record(
             session,
-            actor_id=actor_id,
+            actor_id=lead_id,
             action="study.export",
             entity="study",
             entity_id=study.id,
@@ -469,8 +688,11 @@ def export_study(
                 "pseudonymised": not real_names,
                 "snapshot_utc": snapshot.snapshot_utc,
                 "files": len(files) + 1,
+                "pending_tasks": snapshot.pending["tasks"],
+                "pending_excluded": pending == "exclude",
             },
         )
+    report(1.0, "Export written")
     return ExportResult(
         study=study.name,
         out_dir=destination,
@@ -479,6 +701,48 @@ def export_study(
         pseudonymised=not real_names,
         snapshot_utc=snapshot.snapshot_utc,
     )
+
+
+def check_exporter(engine: Engine, study_name: str, actor: Actor) -> int | None:
+    """The exporting account's id (None for the system) if it leads the study or is an admin, else PermissionDenied."""
+    with read_session(engine) as session:
+        me = acting_user(session, actor, roles=LEAD_ROLES)
+        require_study_lead(session, me, get_study_row(session, study_name))
+    return me.id if me is not None else None
+
+
+def pending_sentence(n: int, *, excluded: bool) -> str:
+    """One sentence on the tasks still pending, for the Export page and the manifest's notes."""
+    tasks = "task is" if n == 1 else "tasks are"
+    what = "left out of this export" if excluded else "included with the ratings they have so far"
+    return f"{n} {tasks} still pending (fewer ratings than planned); they are {what}."
+
+
+def pending_tasks(engine: Engine, study_name: str, *, actor: Actor | Reviewer | int) -> int:
+    """How many of the study's exportable tasks are still pending (``PENDING_RULE``), for the Export page."""
+    check_exporter(engine, study_name, as_actor(actor))
+    with read_session(engine) as session:
+        study = get_study_row(session, study_name)
+        rated = (
+            select(Annotation.task_id, func.count(func.distinct(Annotation.assignment_id)).label("n"))
+            .join(Task, Task.id == Annotation.task_id)
+            .where(Task.study_id == study.id)
+            .group_by(Annotation.task_id)
+            .subquery()
+        )
+        count = session.exec(
+            select(func.count())
+            .select_from(Task)
+            .outerjoin(rated, rated.c.task_id == Task.id)
+            .where(
+                Task.study_id == study.id,
+                Task.rubric.in_(study.rubric_keys),
+                Task.id.not_in(select(GoldTask.task_id).where(GoldTask.study_id == study.id)),
+                Task.id.not_in(excluded_tasks(study.id)),
+                func.coalesce(rated.c.n, 0) < Task.target_raters,
+            )
+        ).one()
+    return int(count)
 
 
 def _harm_summary(analysis: StudyAnalysis) -> dict[str, Any]:
@@ -512,10 +776,18 @@ def export_archive(
     real_names: bool = False,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
+    actor: Actor | Reviewer | int = SYSTEM,
     actor_id: int | None = None,
+    progress: ProgressCallback | None = None,
+    pending: str = "include",
 ) -> ExportArchive:
-    """The export as one zip in memory, for a download button (same content as :func:`export_study`)."""
+    """The export as one zip, for a download button (same content as :func:`export_study`).
+
+    The files are written to a temporary folder and compressed into a temporary zip file a block at a
+    time; only the finished (compressed) zip is read into memory, because the download button needs it.
+    """
     name = export_name(study_name)
+    report = _Progress(progress)
     with tempfile.TemporaryDirectory() as tmp:
         result = export_study(
             engine,
@@ -525,11 +797,19 @@ def export_archive(
             real_names=real_names,
             n_boot=n_boot,
             seed=seed,
+            actor=actor,
             actor_id=actor_id,
+            progress=report.span(0.0, 0.9),
+            pending=pending,
         )
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(result.out_dir.rglob("*")):
-                if path.is_file():
-                    archive.write(path, f"{name}/{path.relative_to(result.out_dir).as_posix()}")
-    return ExportArchive(filename=f"{name}.zip", data=buffer.getvalue(), result=result)
+        zipped = Path(tmp) / f"{name}.zip"
+        paths = [path for path in sorted(result.out_dir.rglob("*")) if path.is_file()]
+        total = max(sum(path.stat().st_size for path in paths), 1)
+        done = 0
+        with zipfile.ZipFile(zipped, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for path in paths:
+                archive.write(path, f"{name}/{path.relative_to(result.out_dir).as_posix()}")
+                done += path.stat().st_size
+                report.span(0.9, 1.0)(done / total, "Compressing the zip")
+        data = zipped.read_bytes()
+    return ExportArchive(filename=f"{name}.zip", data=data, result=result)

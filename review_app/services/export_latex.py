@@ -11,11 +11,18 @@ import pandas as pd
 from bench_core.kernel.latex import Latex
 from bench_core.kernel.latex import escape as latex_escape
 from bench_core.kernel.latex import table as booktabs_table
-from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
+from review_app.analysis.formatting import (
+    coefficient_label,
+    column_label,
+    format_ci,
+    format_odds_ratio,
+    format_p,
+)
 from review_app.analysis.harm_model import HarmModelResult
 from review_app.analysis.rubric_a import COMPOSITE
 from review_app.analysis.rubric_b import AGGREGATIONS, OUTCOME_CLASSES
 from review_app.services.export_tables import AGGREGATION_LABELS, STRATUM_LABELS
+from review_app.services.judge_audit import JudgeAuditSummary
 from review_app.services.study_analysis import StudyAnalysis
 
 # --- LaTeX ----------------------------------------------------------------------------------------
@@ -68,27 +75,7 @@ def latex_tables(analysis: StudyAnalysis) -> dict[str, str]:
     out: dict[str, str] = {}
     agreement = analysis.agreement_frame()
     if not agreement.empty:
-        min_ratings = int(agreement["min_ratings"].iloc[0])
-        dropped = int(agreement["n_units_dropped"].max())
-        rows = [
-            [
-                latex_escape(r["rubric"]),
-                latex_escape(r["score_name"]),
-                str(int(r["n_units"])),
-                f"{latex_escape(r['coefficient_name'])} {_num(r['coefficient'])} ({_ci(r['ci_low'], r['ci_high'])})",
-                _num(r["alpha_ordinal"]),
-                "n/a" if pd.isna(r["percent_agreement"]) else f"{r['percent_agreement'] * 100:.1f}\\%",
-            ]
-            for r in agreement.to_dict("records")
-        ]
-        out["agreement.tex"] = latex_table(
-            f"Inter-rater agreement, study {study} (tasks with at least {min_ratings} ratings; up to {dropped} "
-            "task(s) with fewer set aside per score; 95% CI clipped to [-1, 1])",
-            "medrev-agreement",
-            ["Rubric", "Score", "Tasks", "Coefficient (95% CI)", "Ordinal alpha", "Agreement"],
-            rows,
-            "llrlrr",
-        )
+        out["agreement.tex"] = agreement_latex(agreement, study)
     if analysis.rubric_a is not None:
         summary_a = analysis.rubric_a
         rows = [
@@ -156,6 +143,39 @@ def latex_tables(analysis: StudyAnalysis) -> dict[str, str]:
     return out
 
 
+def agreement_latex(agreement: pd.DataFrame, study: str, label: str = "medrev-agreement") -> str:
+    """The agreement table (rows of ``agreement_frame``: the export's, or the Agreement page's choices)."""
+    min_ratings = int(agreement["min_ratings"].iloc[0])
+    dropped = int(agreement["n_units_dropped"].max())
+    rows = [
+        [
+            latex_escape(r["rubric"]),
+            latex_escape(r["score_name"]),
+            str(int(r["n_units"])),
+            f"{latex_escape(coefficient_label(r['coefficient_name'], r['weights']))} {_num(r['coefficient'])} "
+            f"({_ci(r['ci_low'], r['ci_high'])})",
+            _num(r["alpha_ordinal"]),
+            "n/a" if pd.isna(r["percent_agreement"]) else f"{r['percent_agreement'] * 100:.1f}\\%",
+        ]
+        for r in agreement.to_dict("records")
+    ]
+    return latex_table(
+        f"Inter-rater agreement, study {study} (tasks with at least {min_ratings} ratings; up to {dropped} "
+        "task(s) with fewer set aside per score; 95% CI clipped to [-1, 1])",
+        label,
+        [
+            column_label("rubric"),
+            column_label("score_name"),
+            column_label("n_units"),
+            "Coefficient (95% CI)",
+            column_label("alpha_ordinal"),
+            column_label("percent_agreement"),
+        ],
+        rows,
+        "llrlrr",
+    )
+
+
 def _or_ci(low: float, high: float) -> str:
     """An odds-ratio interval with a LaTeX en dash (each end escaped, the dash kept)."""
     if format_ci(low, high) == "—":
@@ -217,3 +237,35 @@ def harm_model_latex(result: HarmModelResult, study: str) -> str:
         "lrlr",
         notes=notes,
     )
+
+
+def judge_audit_latex(audit: JudgeAuditSummary) -> dict[str, str]:
+    """File name -> LaTeX for a judge-audit study: agreement with the judge and the confusion table."""
+    out: dict[str, str] = {}
+    a = audit.agreement
+    if a is None or a.coefficient is None:
+        return out
+    out["judge_audit.tex"] = latex_table(
+        f"Automatic judge vs clinicians, study {audit.study} ({audit.n_pairs} paired annotations; "
+        f"{audit.n_flagged} on traces the judge left flagged set aside)",
+        "medrev-judge-audit",
+        ["Measure", "Value"],
+        [
+            ["Gwet's AC1 (95\\% CI)", f"{_num(a.coefficient)} ({_ci(a.ci_low, a.ci_high)})"],
+            ["Exact agreement", f"{audit.percent_agreement * 100:.1f}\\%"],
+            ["Disagreements", str(len(audit.disagreements))],
+        ],
+        "lr",
+    )
+    confusion = audit.confusion
+    out["judge_audit_confusion.tex"] = latex_table(
+        f"Clinician label (rows) by judge label (columns), study {audit.study}",
+        "medrev-judge-audit-confusion",
+        ["Clinician \\ judge", *[str(c) for c in confusion.columns]],
+        [
+            [latex_escape(str(index)), *[str(int(v)) for v in row]]
+            for index, row in zip(confusion.index, confusion.to_numpy(), strict=True)
+        ],
+        "l" + "r" * len(confusion.columns),
+    )
+    return out

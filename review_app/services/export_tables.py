@@ -29,6 +29,8 @@ from review_app.analysis.rubric_b import (
 )
 from review_app.db.models import Adjudication
 from review_app.rubrics import Rubric, get_rubric
+from review_app.services.judge_audit import LABELS as JUDGE_LABELS
+from review_app.services.judge_audit import JudgeAuditSummary
 from review_app.services.study_analysis import StudyAnalysis
 
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
@@ -86,6 +88,12 @@ class Table:
     frame: pd.DataFrame
     columns: dict[str, str]
     values: dict[str, dict[str, str]] = field(default_factory=dict)  # column -> {code: meaning}
+    # rows of the whole table when ``frame`` holds only its first chunk (a table streamed to its files)
+    n_rows: int | None = None
+
+    @property
+    def rows(self) -> int:
+        return len(self.frame) if self.n_rows is None else self.n_rows
 
     def __post_init__(self) -> None:
         undocumented = [c for c in self.frame.columns if c not in self.columns]
@@ -108,7 +116,7 @@ def column_type(series: pd.Series) -> str:
 def _dimension_doc(rubric: Rubric, key: str, what: str) -> tuple[str, dict[str, str]]:
     dimension = rubric.dimension(key)
     values = {str(level.value): f"{level.label}: {level.anchor}" for level in dimension.levels}
-    return f"{what} {dimension.name} (rubric {rubric.key}): {dimension.question}", values
+    return f"{what} {dimension.reported_name} (rubric {rubric.key}): {dimension.question}", values
 
 
 RAW_COLUMNS: dict[str, str] = {
@@ -164,68 +172,105 @@ def labels_table(
     adjudicators: dict[int, str],
 ) -> Table:
     """Wide labels: one row per task, each rating's scores side by side, and the final value."""
-    rubric = get_rubric(rubric_key)
-    dims = list(rubric.dimension_keys)
-    by_task: dict[int, list[dict[str, Any]]] = {}
-    for row in frame.sort_values([C.task, C.slot, "annotation_id"]).to_dict("records"):
-        by_task.setdefault(int(row[C.task]), []).append(row)
-    width = max([len(v) for v in by_task.values()] + [t["target_raters"] for t in tasks] + [1])
-    is_b = rubric.key == "B"
-    records = []
-    for task in tasks:
-        ratings = by_task.get(task["task_id"], [])
-        record = {k: v for k, v in task.items() if k != "target_raters"}
-        record["n_ratings"] = len(ratings)
-        for k in range(1, width + 1):
-            rating = ratings[k - 1] if k <= len(ratings) else None
-            record[f"rater_{k}"] = rating[C.rater] if rating else None
+    width = labels_width(frame, max([t["target_raters"] for t in tasks], default=1))
+    return LabelsBuilder(rubric_key, frame, decisions, adjudicators, width).table(tasks)
+
+
+def labels_width(frame: pd.DataFrame, max_target_raters: int) -> int:
+    """How many ratings the wide labels table puts side by side: the most ratings any task has, or the
+    highest target rater count, at least 1."""
+    most = int(frame.groupby(C.task).size().max()) if len(frame) else 0
+    return max(most, int(max_target_raters or 0), 1)
+
+
+class LabelsBuilder:
+    """Builds the wide labels table of one rubric a chunk of tasks at a time (exports stream it).
+
+    ``frame`` is the rubric's annotations in force; the rows of a chunk are picked from it by task id,
+    so building the whole table costs memory for one chunk of rows, not for the whole table.
+    """
+
+    def __init__(
+        self,
+        rubric_key: str,
+        frame: pd.DataFrame,
+        decisions: dict[int, Adjudication],
+        adjudicators: dict[int, str],
+        width: int,
+    ) -> None:
+        self.rubric = get_rubric(rubric_key)
+        self.frame = frame.sort_values([C.task, C.slot, "annotation_id"])
+        # the columns a rating contributes to the wide row (the rest of the frame is not read)
+        self.needed = [C.task, C.rater, "submitted_at", *self.rubric.dimension_keys]
+        self.decisions = decisions
+        self.adjudicators = adjudicators
+        self.width = width
+
+    def table(self, tasks: list[dict[str, Any]], n_rows: int | None = None) -> Table:
+        """The labels of ``tasks`` (rows in the order given); ``n_rows``: rows of the whole table."""
+        rubric, width, decisions = self.rubric, self.width, self.decisions
+        dims = list(rubric.dimension_keys)
+        rows = self.frame.loc[self.frame[C.task].isin([t["task_id"] for t in tasks]), self.needed]
+        by_task: dict[int, list[dict[str, Any]]] = {}
+        for row in rows.to_dict("records"):
+            by_task.setdefault(int(row[C.task]), []).append(row)
+        is_b = rubric.key == "B"
+        records = []
+        for task in tasks:
+            ratings = by_task.get(task["task_id"], [])
+            record = {k: v for k, v in task.items() if k != "target_raters"}
+            record["n_ratings"] = len(ratings)
+            for k in range(1, width + 1):
+                rating = ratings[k - 1] if k <= len(ratings) else None
+                record[f"rater_{k}"] = rating[C.rater] if rating else None
+                for dim in dims:
+                    value = rating[dim] if rating else None
+                    record[f"{dim}_{k}"] = None if value is None or pd.isna(value) else int(value)
+                if is_b:
+                    record[f"outcome_class_{k}"] = _class_of(record, k) if rating else None
+            final, status, source = _final(ratings, dims, decisions.get(task["task_id"]))
             for dim in dims:
-                value = rating[dim] if rating else None
-                record[f"{dim}_{k}"] = None if value is None or pd.isna(value) else int(value)
+                record[f"{dim}_final"] = final.get(dim)
             if is_b:
-                record[f"outcome_class_{k}"] = _class_of(record, k) if rating else None
-        final, status, source = _final(ratings, dims, decisions.get(task["task_id"]))
+                record["outcome_class_final"] = _class_of(record, "final")
+            decision = decisions.get(task["task_id"])
+            stale = decision is not None and any(_after(r["submitted_at"], decision.created_at) for r in ratings)
+            record.update(
+                status=status,
+                final_source=source,
+                adjudication_version=decision.version if decision else 0,
+                adjudicator=self.adjudicators.get(decision.adjudicator_id) if decision else None,
+                adjudicated_at=iso_utc(decision.created_at) if decision else None,
+                adjudication_stale=stale,
+                rationale=decision.rationale if decision else None,
+            )
+            records.append(record)
+        columns = _labels_columns(rubric, width)
+        data = pd.DataFrame.from_records(records, columns=list(columns))
+        for column in data.columns:
+            if column.startswith(tuple(dims)) or column in ("n_ratings", "adjudication_version", C.task, C.item):
+                data[column] = data[column].astype("Int64")
+        data["adjudication_stale"] = data["adjudication_stale"].astype(bool)
+        values = {}
         for dim in dims:
-            record[f"{dim}_final"] = final.get(dim)
+            _, levels = _dimension_doc(rubric, dim, "")
+            for suffix in [*map(str, range(1, width + 1)), "final"]:
+                values[f"{dim}_{suffix}"] = levels
         if is_b:
-            record["outcome_class_final"] = _class_of(record, "final")
-        decision = decisions.get(task["task_id"])
-        stale = decision is not None and any(_after(r["submitted_at"], decision.created_at) for r in ratings)
-        record.update(
-            status=status,
-            final_source=source,
-            adjudication_version=decision.version if decision else 0,
-            adjudicator=adjudicators.get(decision.adjudicator_id) if decision else None,
-            adjudicated_at=iso_utc(decision.created_at) if decision else None,
-            adjudication_stale=stale,
-            rationale=decision.rationale if decision else None,
+            for suffix in [*map(str, range(1, width + 1)), "final"]:
+                values[f"outcome_class_{suffix}"] = {c.key: f"{c.label}: {c.rule}" for c in OUTCOME_CLASSES}
+        values["status"] = LABEL_STATUSES
+        values["final_source"] = FINAL_SOURCES
+        return Table(
+            f"adjudicated_labels_{rubric.key}",
+            f"Adjudicated labels for {rubric.name}: one row per task, each rating side by side (in slot order) "
+            "and the final value per dimension: the latest adjudication's final score if there is one, else the "
+            "raters' common score when they all agree, else the single rating of a single-rated task, else empty.",
+            data,
+            columns,
+            values,
+            n_rows=n_rows,
         )
-        records.append(record)
-    columns = _labels_columns(rubric, width)
-    data = pd.DataFrame.from_records(records, columns=list(columns))
-    for column in data.columns:
-        if column.startswith(tuple(dims)) or column in ("n_ratings", "adjudication_version", C.task, C.item):
-            data[column] = data[column].astype("Int64")
-    data["adjudication_stale"] = data["adjudication_stale"].astype(bool)
-    values = {}
-    for dim in dims:
-        _, levels = _dimension_doc(rubric, dim, "")
-        for suffix in [*map(str, range(1, width + 1)), "final"]:
-            values[f"{dim}_{suffix}"] = levels
-    if is_b:
-        for suffix in [*map(str, range(1, width + 1)), "final"]:
-            values[f"outcome_class_{suffix}"] = {c.key: f"{c.label}: {c.rule}" for c in OUTCOME_CLASSES}
-    values["status"] = LABEL_STATUSES
-    values["final_source"] = FINAL_SOURCES
-    return Table(
-        f"adjudicated_labels_{rubric.key}",
-        f"Adjudicated labels for {rubric.name}: one row per task, each rating side by side (in slot order) "
-        "and the final value per dimension: the latest adjudication's final score if there is one, else the "
-        "raters' common score when they all agree, else the single rating of a single-rated task, else empty.",
-        data,
-        columns,
-        values,
-    )
 
 
 LABEL_STATUSES = {
@@ -342,7 +387,11 @@ AGREEMENT_COLUMNS: dict[str, str] = {
 
 
 def agreement_table(analysis: StudyAnalysis) -> Table:
-    frame = analysis.agreement_frame()
+    return agreement_table_of(analysis.agreement_frame())
+
+
+def agreement_table_of(frame: pd.DataFrame) -> Table:
+    """The agreement table of any agreement frame (the export's, or the Agreement page's weights and N)."""
     columns = dict(AGREEMENT_COLUMNS)
     for column in frame.columns:
         if column.startswith("n_score_"):
@@ -640,3 +689,86 @@ def harm_model_refit(analysis: StudyAnalysis, csv_name: str = "harm_model_input.
         "r_code": result.r_code(csv_name, subset="in_model"),
         "medrev_command": result.cli_command(csv_name),
     }
+
+
+def judge_audit_tables(audit: JudgeAuditSummary) -> list[Table]:
+    """A judge-audit study's tables: agreement with the judge, confusion counts, by confidence, disagreements."""
+    a = audit.agreement
+    label_values = {str(k): v for k, v in JUDGE_LABELS.items()}
+    tables = [
+        Table(
+            "judge_audit_agreement",
+            "Automatic judge vs clinicians: each clinician label paired with the judge's label on the same trace; "
+            "Gwet's AC1 over recognized / neutral / polluted (95% CI from Gwet's variance), exact agreement, and the "
+            "annotations on traces the judge left flagged (set aside).",
+            pd.DataFrame(
+                [
+                    {
+                        "n_pairs": audit.n_pairs,
+                        "n_flagged": audit.n_flagged,
+                        "n_disagreements": len(audit.disagreements),
+                        "coefficient": a.coefficient if a else None,
+                        "se": a.se if a else None,
+                        "ci_low": a.ci_low if a else None,
+                        "ci_high": a.ci_high if a else None,
+                        "percent_agreement": audit.percent_agreement,
+                    }
+                ]
+            ),
+            {
+                "n_pairs": "Clinician annotations whose trace has a judge label (the N of the coefficient).",
+                "n_flagged": "Clinician annotations of traces the judge left flagged (no judge label; not paired).",
+                "n_disagreements": "Paired annotations whose label differs from the judge's.",
+                "coefficient": "Gwet's AC1, judge and clinician as the two raters of each pair.",
+                "se": "Standard error of AC1 (Gwet's linearisation variance).",
+                "ci_low": "Lower end of the 95% confidence interval, at least -1.",
+                "ci_high": "Upper end of the 95% confidence interval, at most 1.",
+                "percent_agreement": "Share of pairs with the same label (fraction 0-1).",
+            },
+        ),
+        Table(
+            "judge_audit_confusion",
+            "Paired annotations counted by clinician label (rows) and judge label (columns).",
+            audit.confusion.rename_axis("clinician_label").reset_index(),
+            {"clinician_label": "The clinician's label on the trace."}
+            | {name: f"Pairs where the judge said {name}." for name in audit.confusion.columns},
+        ),
+    ]
+    if not audit.by_confidence.empty:
+        tables.append(
+            Table(
+                "judge_audit_by_confidence",
+                "Paired annotations per level of the clinician's confidence (every level of the scale), with the "
+                "share agreeing with the judge and its Wilson 95% CI.",
+                audit.by_confidence,
+                {
+                    "confidence": "Confidence score the clinician gave (0-2).",
+                    "confidence_label": "Readable confidence level.",
+                    "n": "Paired annotations at this confidence.",
+                    "k": "Of those, annotations whose label equals the judge's.",
+                    "rate": "k / n (fraction 0-1; empty when n = 0).",
+                    "ci_low": "Lower end of the Wilson 95% CI.",
+                    "ci_high": "Upper end of the Wilson 95% CI.",
+                },
+            )
+        )
+    if not audit.disagreements.empty:
+        tables.append(
+            Table(
+                "judge_audit_disagreements",
+                "Paired annotations whose label differs from the judge's.",
+                audit.disagreements,
+                {
+                    "task_id": "Review task id.",
+                    "record": "Id of the retracted-paper record.",
+                    "title": "Title of the retracted paper.",
+                    "judge": "The judge's label.",
+                    "clinician": "The clinician's label.",
+                    "confidence": "The clinician's confidence (0-2).",
+                    "rater": "Reviewer (pseudonym).",
+                    "comment": "The clinician's comment.",
+                },
+                {"judge": label_values, "clinician": label_values},
+            )
+        )
+    return tables

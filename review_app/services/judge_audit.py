@@ -9,15 +9,17 @@ flagged (no label) are counted separately, never guessed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from review_app.analysis import AgreementResult, agreement
+from review_app.analysis import AgreementResult, wilson
+from review_app.analysis.agreement import agreement
 from review_app.db.engine import read_session
 from review_app.db.models import Item, ModelResponse, Task
+from review_app.rubrics import get_rubric
 from review_app.services.annotations import annotations_frame, get_study_row
 
 LABELS: dict[int, str] = {-1: "recognized", 0: "neutral", 1: "polluted"}
@@ -34,6 +36,8 @@ class JudgeAuditSummary:
     percent_agreement: float | None
     confusion: pd.DataFrame  # rows: clinician label, columns: judge label (counts)
     disagreements: pd.DataFrame
+    # one row per level of the rubric's confidence scale (used or not): n paired annotations, k agreeing, Wilson CI
+    by_confidence: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def summary(self) -> str:
         if self.agreement is None:
@@ -74,8 +78,9 @@ def judge_audit_summary(engine: Engine, study_name: str, *, pseudonymise: bool =
     )
     names = [LABELS[k] for k in order]
     confusion = pd.DataFrame(confusion.to_numpy(), index=pd.Index(names, name="clinician \\ judge"), columns=names)
+    by_confidence = agreement_by_confidence(pairs)
     if pairs.empty:
-        return JudgeAuditSummary(study_name, 0, len(flagged), None, None, confusion, pd.DataFrame())
+        return JudgeAuditSummary(study_name, 0, len(flagged), None, None, confusion, pd.DataFrame(), by_confidence)
     long = pd.concat(
         [
             pd.DataFrame({"unit": pairs["annotation_id"], "who": "judge", "label": pairs["judge_label"]}),
@@ -91,10 +96,42 @@ def judge_audit_summary(engine: Engine, study_name: str, *, pseudonymise: bool =
             "title": [titles[t][1] for t in differ["task_id"]],
             "judge": differ["judge_label"].map(LABELS),
             "clinician": differ["clinician_label"].map(LABELS),
-            "confidence": differ["confidence"],
+            "confidence": differ["confidence"].astype("Int64"),
             "rater": differ["rater"],
             "comment": differ["comment"],
         }
     ).reset_index(drop=True)
     exact = float((pairs["clinician_label"] == pairs["judge_label"]).mean())
-    return JudgeAuditSummary(study_name, len(pairs), len(flagged), result, exact, confusion, disagreements)
+    return JudgeAuditSummary(
+        study_name, len(pairs), len(flagged), result, exact, confusion, disagreements, by_confidence
+    )
+
+
+def confidence_levels() -> list[tuple[int, str]]:
+    """The judge rubric's confidence scale, every level in order: the categories of any confidence table or chart.
+
+    Taken from the rubric, never from the data, so a level nobody has used yet (or one a chart's
+    category list would otherwise miss) still has its row or bar.
+    """
+    return [(level.value, level.label) for level in get_rubric("judge").dimension("confidence").levels]
+
+
+def agreement_by_confidence(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per confidence level of the scale: paired annotations, how many agree with the judge, Wilson 95% CI."""
+    rows = []
+    for value, label in confidence_levels():
+        at = pairs[pd.to_numeric(pairs["confidence"], errors="coerce") == value] if len(pairs) else pairs
+        k = int((at["clinician_label"] == at["judge_label"]).sum()) if len(at) else 0
+        p = wilson(k, len(at))
+        rows.append(
+            {
+                "confidence": value,
+                "confidence_label": label,
+                "n": len(at),
+                "k": k,
+                "rate": p.rate,
+                "ci_low": p.ci_low,
+                "ci_high": p.ci_high,
+            }
+        )
+    return pd.DataFrame(rows, columns=["confidence", "confidence_label", "n", "k", "rate", "ci_low", "ci_high"])

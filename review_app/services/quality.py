@@ -26,10 +26,11 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 from sqlalchemy import Engine, and_, func
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, select
 
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
-from review_app.analysis.reviewer_quality import QualityThresholds, ReviewerQuality, reviewer_quality
+from review_app.analysis.reviewer_quality import Alert, QualityThresholds, ReviewerQuality, reviewer_quality
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import Adjudication, Annotation, GoldTask, Reviewer, Study, Task
 from review_app.rubrics import ScoreSheet, get_rubric
@@ -39,6 +40,7 @@ from review_app.services.annotations import get_study_row, load_annotations, rat
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
 from review_app.services.export_tables import escape_csv_cell
 from review_app.services.study_analysis import harm_model, harm_spec
+from review_app.services.study_cache import CACHE, study_frame
 
 FINAL_STATUSES = ("unanimous", "adjudicated")
 SETTINGS_KEY = "quality"
@@ -109,15 +111,20 @@ class GoldCandidate:
     status: str
 
 
+_IN_CHUNK = 10_000  # ids per IN list: PostgreSQL takes at most 65,535 parameters in one statement
+
+
 def _submitted(session: Session, task_ids: list[int]) -> dict[int, int]:
-    if not task_ids:
-        return {}
-    rows = session.exec(
-        select(Annotation.task_id, func.count(func.distinct(Annotation.assignment_id)))
-        .where(Annotation.task_id.in_(task_ids))
-        .group_by(Annotation.task_id)
-    ).all()
-    return {int(t): int(n) for t, n in rows}
+    """Task id -> assignments with an annotation, asked in chunks (a study can have 100,000s of tasks)."""
+    out: dict[int, int] = {}
+    for start in range(0, len(task_ids), _IN_CHUNK):
+        rows = session.exec(
+            select(Annotation.task_id, func.count(func.distinct(Annotation.assignment_id)))
+            .where(Annotation.task_id.in_(task_ids[start : start + _IN_CHUNK]))
+            .group_by(Annotation.task_id)
+        ).all()
+        out.update({int(t): int(n) for t, n in rows})
+    return out
 
 
 def gold_tasks(engine: Engine, actor: Actor, study_name: str) -> list[GoldInfo]:
@@ -166,36 +173,68 @@ def _final_decisions(session: Session, exclude_study: int) -> dict[tuple[str, in
 
 
 def gold_candidates(engine: Engine, actor: Actor, study_name: str) -> list[GoldCandidate]:
-    """Unrated, non-gold tasks of the study whose unit was finally decided in another study."""
+    """Unrated, non-gold tasks of the study whose unit was finally decided in another study.
+
+    The database narrows the study's tasks to unrated, non-gold ones on an item decided elsewhere
+    (indexed semi-joins), so a page rerun reads a handful of rows, not every task of a panel-scale
+    study; the unit match (rubric, item, response) and the complete-scores check stay as before.
+    """
     with read_session(engine) as session:
         require_lead(session, actor)
         study = _study(session, study_name)
         decisions = _final_decisions(session, study.id)
-        gold = set(session.exec(select(GoldTask.task_id).where(GoldTask.study_id == study.id)))
-        tasks = session.exec(select(Task).where(Task.study_id == study.id).order_by(Task.pool_rank, Task.id)).all()
-        rated = _submitted(session, [t.id for t in tasks])
+        if not decisions:
+            return []
+        other = aliased(Task)
+        decided_items = (
+            select(other.item_id)
+            .join(Adjudication, Adjudication.task_id == other.id)
+            .where(other.study_id != study.id, Adjudication.status.in_(FINAL_STATUSES))
+        )
+        rated = select(Annotation.id).where(Annotation.task_id == Task.id).exists()
+        gold = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
+        rows = session.exec(
+            select(Task.id, Task.unit_key, Task.rubric, Task.item_id, Task.response_id)
+            .where(
+                Task.study_id == study.id,
+                Task.item_id.in_(decided_items),
+                Task.id.not_in(gold),
+                ~rated,
+            )
+            .order_by(Task.pool_rank, Task.id)
+        ).all()
     out = []
-    for task in tasks:
-        found = decisions.get((task.rubric, task.item_id, task.response_id))
-        if found is None or task.id in gold or rated.get(task.id):
+    for task_id, unit_key, rubric, item_id, response_id in rows:
+        found = decisions.get((rubric, item_id, response_id))
+        if found is None:
             continue
         scores, status, source_study, source_task = found
-        out.append(GoldCandidate(task.id, task.unit_key, task.rubric, scores, source_study, source_task, status))
+        out.append(GoldCandidate(int(task_id), unit_key, rubric, scores, source_study, source_task, status))
     return out
 
 
-def unrated_tasks(engine: Engine, actor: Actor, study_name: str) -> list[tuple[int, str, str]]:
-    """(task id, unit key, rubric) of the study's ordinary tasks nobody has rated yet (gold-able)."""
+def unrated_tasks(
+    engine: Engine, actor: Actor, study_name: str, *, limit: int | None = None
+) -> list[tuple[int, str, str]]:
+    """(task id, unit key, rubric) of the study's ordinary tasks nobody has rated yet (gold-able), in pool order.
+
+    ``limit``: the first so many only. A panel-scale study has 100,000s of unrated tasks; a page
+    offers the first few hundred in pool order (the next to be served, so the ones worth making
+    gold) instead of reading and listing every one on each rerun.
+    """
     with read_session(engine) as session:
         require_lead(session, actor)
         study = _study(session, study_name)
-        rated = select(Annotation.task_id).join(Task, Task.id == Annotation.task_id).where(Task.study_id == study.id)
+        rated = select(Annotation.id).where(Annotation.task_id == Task.id).exists()
         gold = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
-        rows = session.exec(
+        query = (
             select(Task.id, Task.unit_key, Task.rubric)
-            .where(Task.study_id == study.id, Task.id.not_in(rated), Task.id.not_in(gold))
+            .where(Task.study_id == study.id, ~rated, Task.id.not_in(gold))
             .order_by(Task.pool_rank, Task.id)
-        ).all()
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        rows = session.exec(query).all()
     return [(int(t), unit, rubric) for t, unit, rubric in rows]
 
 
@@ -380,6 +419,89 @@ def quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityRepo
     )
 
 
+def _quality_inputs(engine: Engine, actor: Actor, study_name: str):
+    """The role check and the small reads every cached quality value runs on each call."""
+    with read_session(engine) as session:
+        require_lead(session, actor)
+        study = get_study_row(session, study_name)
+        expected = {
+            int(g.task_id): dict(g.expected_scores)
+            for g in session.exec(select(GoldTask).where(GoldTask.study_id == study.id))
+        }
+        settings = QualityThresholds.from_dict(study.settings.get(SETTINGS_KEY))
+        spec = harm_spec(session, study)
+    key = (
+        repr(sorted(settings.to_dict().items())),
+        repr(sorted((k, sorted(v.items())) for k, v in expected.items())),
+    )
+    return expected, settings, spec, key
+
+
+def _cached_quality(engine: Engine, study_name: str, inputs, *, severity: bool) -> QualityReport:
+    expected, settings, spec, key = inputs
+
+    def compute(version: tuple[int, ...]) -> QualityReport:
+        regular = study_frame(engine, study_name, pseudonymise=False, version=version)
+        gold_frame = study_frame(engine, study_name, pseudonymise=False, gold="only", version=version)
+        labels = CACHE.get(
+            engine, study_name, ("rater_labels",), _labels(engine, study_name), version=version, reads_database=True
+        )
+        usernames, pseudonyms = labels
+        result = reviewer_quality(
+            regular,
+            harm=harm_model(regular, spec) if severity else None,
+            gold_annotations=gold_frame,
+            expected=expected,
+            thresholds=settings,
+            severity=severity,
+        )
+        return QualityReport(
+            study=study_name,
+            quality=result,
+            pseudonyms={usernames[k]: pseudonyms[k] for k in usernames},
+            n_gold_tasks=len(expected),
+        )
+
+    if severity:
+        return CACHE.get(engine, study_name, ("quality", *key, repr(spec)), compute)
+    return CACHE.get(engine, study_name, ("quality_alerts", *key), compute)
+
+
+def cached_quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityReport:
+    """:func:`quality_report`, computed once per data version, thresholds, gold answers and harm-model spec.
+
+    The role check and the small settings read run on every call (the cache must not outlive a
+    lead's role); the frames come from the study's shared cache, and the report is shared by every
+    lead and session of the process.
+    """
+    return _cached_quality(engine, study_name, _quality_inputs(engine, actor, study_name), severity=True)
+
+
+def cached_quality_alerts(engine: Engine, actor: Actor, study_name: str) -> tuple[Alert, ...]:
+    """The alerts of :func:`cached_quality_report` (drift and gold accuracy) without fitting the harm model.
+
+    Alerts depend on drift and gold accuracy only, so the Progress page does not pay for severity
+    (the harm model and its refit by third, seconds at panel scale): it reads the full report's
+    alerts when a lead has computed it for this data version, else an alerts-only report, cached
+    the same way (same data version, thresholds and gold answers).
+    """
+    inputs = _quality_inputs(engine, actor, study_name)
+    _expected, _settings, spec, key = inputs
+    full = CACHE.peek(engine, study_name, ("quality", *key, repr(spec)))
+    if full is not None:
+        return full.quality.alerts
+    return _cached_quality(engine, study_name, inputs, severity=False).quality.alerts
+
+
+def _labels(engine: Engine, study_name: str):
+    def read(_version: tuple[int, ...]) -> tuple[dict[int, str], dict[int, str]]:
+        with read_session(engine) as session:
+            study = get_study_row(session, study_name)
+            return rater_labels(session, study.id, pseudonymise=False), rater_labels(session, study.id)
+
+    return read
+
+
 QUALITY_COLUMNS: dict[str, str] = {
     C.rater: "Reviewer (username, or pseudonym R01, R02, ... without real names).",
     "pseudonym": "The reviewer's pseudonym in this study's exports.",
@@ -428,6 +550,8 @@ def quality_csv(report: QualityReport, *, real_names: bool = False) -> bytes:
 
 
 def quality_alerts(engine: Engine, actor: Actor, study_name: str) -> list[dict[str, Any]]:
-    """Alerts for the Progress page: reviewer, kind (drift or gold) and a sentence."""
-    report = quality_report(engine, actor, study_name)
-    return [{"reviewer": a.rater, "kind": a.kind, "message": a.message} for a in report.quality.alerts]
+    """Alerts for the Progress page: reviewer, kind (drift or gold) and a sentence (shared cache)."""
+    return [
+        {"reviewer": a.rater, "kind": a.kind, "message": a.message}
+        for a in cached_quality_alerts(engine, actor, study_name)
+    ]

@@ -23,6 +23,8 @@ silently.
 from __future__ import annotations
 
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,11 +47,11 @@ from review_app.db.models import (
     utcnow,
 )
 from review_app.rubrics import Rubric, ScoreSheet, get_rubric
-from review_app.services import audit
+from review_app.services import audit, flags
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, as_actor, require_study_lead
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, ScoresDiffer
 
-_QUEUE_ORDER = case((Assignment.status == "in_progress", 0), (Assignment.status == "assigned", 1), else_=2)
+_QUEUE_STATUSES = ("in_progress", "assigned", "skipped")  # the order next_assignment serves them in
 
 
 @dataclass(frozen=True)
@@ -175,27 +177,30 @@ def next_assignment(
 
     Within a status, studies come in the order they were created and tasks in pool order, with
     Rubric A before Rubric B of the same unit, so an item is validated before its response is judged.
+
+    One query per status, in that order, each reading ``ix_assignment_next`` (reviewer, status,
+    study, pool rank, rubric, id) from its start and stopping at the first assignment whose task is
+    not locked: an index lookup however long the reviewer's queue is.
     """
-    query = (
-        select(Assignment.id)
-        .join(Task, Task.id == Assignment.task_id)
-        .where(
-            Assignment.reviewer_id == reviewer_id,
-            Assignment.status.in_(("assigned", "in_progress", "skipped")),
-            Task.locked.is_(False),
-        )
-        .order_by(_QUEUE_ORDER, Assignment.study_id, Task.pool_rank, Task.rubric, Assignment.id)
-        .limit(1)
-    )
-    if study_id is not None:
-        query = query.where(Assignment.study_id == study_id)
-    else:
-        active = select(Study.id).where(Study.status == "active")
-        query = query.where(Assignment.study_id.in_(active))
-    if rubric is not None:
-        query = query.where(Task.rubric == rubric)
     with read_session(engine) as session:
-        return session.exec(query).first()
+        for status in _QUEUE_STATUSES:
+            query = (
+                select(Assignment.id)
+                .join(Task, Task.id == Assignment.task_id)
+                .where(Assignment.reviewer_id == reviewer_id, Assignment.status == status, Task.locked.is_(False))
+                .order_by(Assignment.study_id, Assignment.pool_rank, Assignment.rubric, Assignment.id)
+                .limit(1)
+            )
+            if study_id is not None:
+                query = query.where(Assignment.study_id == study_id)
+            else:
+                query = query.where(Assignment.study_id.in_(select(Study.id).where(Study.status == "active")))
+            if rubric is not None:
+                query = query.where(Assignment.rubric == rubric)
+            found = session.exec(query).first()
+            if found is not None:
+                return found
+    return None
 
 
 def _own(session: Session, assignment_id: int, reviewer: int | Actor, *, lock: bool = False) -> Assignment:
@@ -300,23 +305,51 @@ def material(item: Item, response: ModelResponse | None, rubric_key: str) -> Tas
     return TaskMaterial(**view)
 
 
+_MATERIAL_ENTRIES = 4096
+_material_cache: OrderedDict[tuple, TaskMaterial] = OrderedDict()
+_material_lock = threading.Lock()
+
+
+def _cached_material(session: Session, engine: Engine, task: Task) -> TaskMaterial:
+    """A task's material, prepared once per item, response and rubric for the whole process.
+
+    Items and responses are never changed once imported (a re-import adds or skips rows), so the
+    material of a task never changes either: the review page's reruns (a score, a submit, the next
+    task) read only the assignment's own rows, not the item's text again.
+    """
+    key = (str(engine.url), task.item_id, task.response_id, task.rubric)
+    with _material_lock:
+        found = _material_cache.get(key)
+        if found is not None:
+            _material_cache.move_to_end(key)
+            return found
+    item = session.get(Item, task.item_id)
+    response = session.get(ModelResponse, task.response_id) if task.response_id is not None else None
+    shown = material(item, response, task.rubric)
+    with _material_lock:
+        _material_cache[key] = shown
+        while len(_material_cache) > _MATERIAL_ENTRIES:
+            _material_cache.popitem(last=False)
+    return shown
+
+
 def open_task(engine: Engine, assignment_id: int, reviewer_id: int) -> TaskView:
     """The material of one task for its reviewer; marks a new task as started."""
     with read_session(engine) as session:
-        # One round trip for everything but the submitted scores: this runs on every page rerun.
+        # One round trip for the assignment's own state: this runs on every page rerun. The material
+        # (item and response text) is prepared once per task (``_cached_material``).
         row = session.exec(
-            select(Assignment, Task, Study.name, Item, ModelResponse, Draft)
+            select(Assignment, Task, Study.name, Draft)
             .join(Task, Task.id == Assignment.task_id)
             .join(Study, Study.id == Assignment.study_id)
-            .join(Item, Item.id == Task.item_id)
-            .outerjoin(ModelResponse, ModelResponse.id == Task.response_id)
             .outerjoin(Draft, Draft.assignment_id == Assignment.id)
             .where(Assignment.id == assignment_id)
         ).first()
         if row is None:
             raise NotFound("this task no longer exists")
-        assignment, task, study_name, item, response, draft = row
+        assignment, task, study_name, draft = row
         _check_owner(assignment, reviewer_id)
+        shown = _cached_material(session, engine, task)
         submitted = _current(session, assignment.id) if assignment.status == "submitted" else None
     view: dict[str, Any] = {
         "assignment_id": assignment.id,
@@ -326,7 +359,7 @@ def open_task(engine: Engine, assignment_id: int, reviewer_id: int) -> TaskView:
         "status": assignment.status,
         "locked": task.locked,
         "flagged": assignment.flagged,
-        "material": material(item, response, task.rubric),
+        "material": shown,
         "submitted": submitted,
         "draft": dict(draft.payload) if draft else {},
         "draft_seconds": draft.seconds_on_task if draft else 0.0,
@@ -571,6 +604,8 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
                 raise ScoresDiffer("Not submitted: the scores sent are not the scores on your screen; submit again.")
         if seconds is None:
             seconds = draft.seconds_on_task if draft is not None else 0.0
+        previous = _current(session, assignment.id) if latest else None
+        previous_flags = set(previous.flags) if previous is not None else set()
         annotation = Annotation(
             assignment_id=assignment.id,
             task_id=task.id,
@@ -588,6 +623,7 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
             AnnotationScore(annotation_id=annotation.id, dimension=k, rubric=task.rubric, value=v)
             for k, v in sheet.scores.items()
         )
+        _report_flags(session, assignment, get_rubric(task.rubric), sheet, previous_flags)
         now = utcnow()
         assignment.status = "submitted"
         assignment.submitted_at = now
@@ -605,6 +641,23 @@ def _submit(engine, assignment_id, reviewer_id, sheet, client_token, base_revisi
             after={"assignment": assignment.id, "revision": latest + 1, "scores": sheet.scores},
         )
         return SubmitResult(annotation.id, annotation.revision, created=True)
+
+
+def _report_flags(
+    session: Session, assignment: Assignment, rubric: Rubric, sheet: ScoreSheet, before: set[str]
+) -> None:
+    """Send the flags ticked with this submission that report a problem to the lead's Flags page.
+
+    Only flags new in this revision (an edit that keeps "Disputed gold answer" does not raise it
+    twice); the comment goes with them, so the lead reads why.
+    """
+    for flag in rubric.flags:
+        if not flag.reports or flag.key not in sheet.flags:
+            continue
+        if flag.key in before:
+            continue
+        comment = f"{flag.label} (ticked when scoring)" + (f": {sheet.comment}" if sheet.comment else "")
+        flags.raise_flag(session, assignment, kind=flag.reports, comment=comment)
 
 
 def skip(engine: Engine, assignment_id: int, reviewer_id: int | Actor) -> None:
@@ -625,13 +678,31 @@ def skip(engine: Engine, assignment_id: int, reviewer_id: int | Actor) -> None:
         )
 
 
-def set_flag(engine: Engine, assignment_id: int, reviewer_id: int | Actor, flagged: bool, note: str = "") -> None:
-    """Flag a task for the study lead's attention, with an optional note."""
+def set_flag(
+    engine: Engine,
+    assignment_id: int,
+    reviewer_id: int | Actor,
+    flagged: bool,
+    note: str = "",
+    *,
+    kind: str = "other",
+) -> None:
+    """Flag a task for the study lead (what the problem is with, and a comment), or take the flag back.
+
+    The flag becomes a row of ``task_flag`` that the lead's Flags page lists and answers
+    (``services.flags``); unflagging withdraws the reviewer's open flags on the task.
+    """
+    if flagged:
+        kind = flags.check_kind(kind)
     with write_session(engine) as session:
         assignment = _own(session, assignment_id, reviewer_id)
         assignment.flagged = flagged
         assignment.note = note[:2000]
         session.add(assignment)
+        if flagged:
+            flag_id: int | list[int] = flags.raise_flag(session, assignment, kind=kind, comment=note).id
+        else:
+            flag_id = flags.withdraw_flags(session, assignment.id)
         audit.record(
             session,
             actor_id=assignment.reviewer_id,
@@ -639,7 +710,7 @@ def set_flag(engine: Engine, assignment_id: int, reviewer_id: int | Actor, flagg
             entity="assignment",
             entity_id=assignment.id,
             study_id=assignment.study_id,
-            after={"note": note[:2000]},
+            after={"note": note[:2000], "kind": kind if flagged else None, "flag": flag_id},
         )
 
 

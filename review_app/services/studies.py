@@ -15,11 +15,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, func
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from bench_core.medmisbench import taxonomy
 from review_app.db.engine import read_session, write_session
+from review_app.db.limits import text_problem
 from review_app.db.models import Item, ModelResponse, Reviewer, Study, StudyLead, Task
+from review_app.db.statistics import refresh_statistics
 from review_app.rubrics import get_rubric
 from review_app.services import audit
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, is_study_lead, require_study_lead
@@ -117,9 +119,23 @@ def create_study(
     actor: Actor,
 ) -> Study:
     """Create a study with the given rubrics (default A and B); a lead or admin who creates it leads it."""
+    name, keys = check_new_study(name, rubrics, description)
+    with write_session(engine) as session:
+        return create_study_in(session, name, rubrics=keys, description=description, actor=actor)
+
+
+def check_new_study(name: str, rubrics: list[str] | None, description: str = "") -> tuple[str, list[str]]:
+    """The study's cleaned name and rubric keys, or ``InvalidInput`` naming what is wrong (before any write).
+
+    Lengths are checked against the table here, so SQLite and PostgreSQL refuse the same names.
+    """
     name = name.strip()
     if not name:
         raise InvalidInput("a study needs a name")
+    for column, value in (("name", name), ("description", description)):
+        problem = text_problem(Study, column, value)
+        if problem is not None:
+            raise InvalidInput(f"the study {column} {problem}")
     keys = [k.strip() for k in (rubrics or ["A", "B"]) if k.strip()]
     for key in keys:
         try:
@@ -128,25 +144,37 @@ def create_study(
             raise InvalidInput(str(exc.args[0])) from None
     if "judge" in keys and len(keys) > 1:
         raise InvalidInput("a judge-audit study reviews retracted-paper runs only; create it separately from A/B")
-    with write_session(engine) as session:
-        me = acting_user(session, actor, roles=LEAD_ROLES)
-        if session.exec(select(Study).where(Study.name == name)).first() is not None:
-            raise Conflict(f"a study named {name!r} already exists")
-        study = Study(name=name, rubrics=",".join(dict.fromkeys(keys)), description=description)
-        session.add(study)
-        session.flush()
-        if me is not None:
-            session.add(StudyLead(study_id=study.id, reviewer_id=me.id))
-        audit.record(
-            session,
-            actor_id=me.id if me else None,
-            action="study.create",
-            entity="study",
-            entity_id=study.id,
-            study_id=study.id,
-            after={"name": name, "rubrics": study.rubrics},
-        )
-        return study
+    return name, keys
+
+
+def create_study_in(
+    session: Session, name: str, *, rubrics: list[str] | None = None, description: str = "", actor: Actor
+) -> Study:
+    """``create_study`` inside the caller's write transaction (e.g. an import that also creates its study)."""
+    name, keys = check_new_study(name, rubrics, description)
+    me = acting_user(session, actor, roles=LEAD_ROLES)
+    if session.exec(select(Study).where(Study.name == name)).first() is not None:
+        raise Conflict(f"a study named {name!r} already exists")
+    study = Study(name=name, rubrics=",".join(dict.fromkeys(keys)), description=description)
+    session.add(study)
+    session.flush()
+    if me is not None:
+        session.add(StudyLead(study_id=study.id, reviewer_id=me.id))
+    audit.record(
+        session,
+        actor_id=me.id if me else None,
+        action="study.create",
+        entity="study",
+        entity_id=study.id,
+        study_id=study.id,
+        after={"name": name, "rubrics": study.rubrics},
+    )
+    return study
+
+
+def find_study_in(session: Session, name: str) -> Study | None:
+    """The study named ``name`` in the caller's session, or None."""
+    return session.exec(select(Study).where(Study.name == name.strip())).first()
 
 
 def get_study(engine: Engine, name: str) -> Study:
@@ -364,7 +392,9 @@ def draw_pool(
             study_id=study.id,
             after={"size": size, "seed": seed, "tasks": len(tasks), "achieved": achieved},
         )
-        return PoolResult(study_name, len(chosen), len(tasks), achieved)
+        result = PoolResult(study_name, len(chosen), len(tasks), achieved)
+    refresh_statistics(engine, ["task"])
+    return result
 
 
 def _shortfall_message(candidates: list[dict], targets: dict[str, dict[str, int]]) -> str:

@@ -17,6 +17,7 @@ annotations for the harm model) is skipped with a note saying why, never filled 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -54,8 +55,11 @@ from review_app.db.engine import read_session, write_session
 from review_app.db.models import ModelResponse, Reviewer, Study, Task
 from review_app.rubrics import get_rubric
 from review_app.services import audit
+from review_app.services.actors import Actor, acting_user, as_actor, require_study_lead
 from review_app.services.annotations import annotations_frame, get_study_row
-from review_app.services.errors import InvalidInput, PermissionDenied
+from review_app.services.errors import InvalidInput, PermissionDenied, SessionEnded
+from review_app.services.study_cache import CACHE, study_frame
+from review_app.services.study_cache import data_version as data_version  # re-exported (older callers)
 
 AGREEMENT_WEIGHTS = "ordinal"
 MIN_RATINGS = 2
@@ -178,7 +182,7 @@ def agreement_frame(reports: dict[str, AgreementReport]) -> pd.DataFrame:
         if frame.empty:
             continue
         rubric = get_rubric(key)
-        names = {d.key: d.name for d in rubric.dimensions} | BINARY_SCORE_NAMES
+        names = {d.key: d.reported_name for d in rubric.dimensions} | BINARY_SCORE_NAMES
         frame.insert(0, "rubric", key)
         frame.insert(2, "score_name", frame["score"].map(names))
         frames.append(frame)
@@ -230,10 +234,16 @@ def analyse(
     seed: int = 0,
     options: AnalysisOptions | None = None,
     first_model: str | None = None,
+    agreement: tuple[dict[str, AgreementReport], list[str]] | None = None,
 ) -> StudyAnalysis:
-    """Run the standard analyses on a frame in the export layout (pure: no database)."""
+    """Run the standard analyses on a frame in the export layout (pure: no database).
+
+    ``agreement`` is :func:`agreement_reports` of the same frame under the defaults when the caller
+    has it already (the Agreement page's cached default view), so it is not computed twice.
+    """
     options = options or AnalysisOptions()
-    agreement, notes = agreement_reports(annotations, rubric_keys)
+    agreement, notes = agreement if agreement is not None else agreement_reports(annotations, rubric_keys)
+    notes = list(notes)
     rubric_a = rubric_b = harm = harm_input = None
     if "A" in rubric_keys:
         try:
@@ -344,14 +354,29 @@ def analysis_options(engine: Engine, study_name: str) -> AnalysisOptions:
 
 
 def save_analysis_options(
-    engine: Engine, study_name: str, options: AnalysisOptions, *, actor_id: int
+    engine: Engine,
+    study_name: str,
+    options: AnalysisOptions,
+    *,
+    actor: Actor | Reviewer | int | None = None,
+    actor_id: int | None = None,
 ) -> AnalysisOptions:
-    """Store a study's analysis choices (leads and admins only); audited with the before and after."""
+    """Store a study's analysis choices (a lead of the study, or an admin); audited with the before and after.
+
+    ``actor_id=`` is the older spelling of ``actor=`` (an account id).
+    """
+    if actor is None and actor_id is None:
+        raise TypeError("pass actor= (the signed-in user, or actors.SYSTEM on the command line)")
+    acting = as_actor(actor if actor is not None else actor_id)
     with write_session(engine) as session:
-        actor = session.get(Reviewer, actor_id)
-        if actor is None or not actor.active or actor.role not in LEAD_ROLES:
-            raise PermissionDenied("only an active study lead or admin can change the analysis settings")
+        try:
+            me = acting_user(session, acting, roles=LEAD_ROLES)
+        except SessionEnded:
+            raise
+        except PermissionDenied:
+            raise PermissionDenied("only an active study lead or admin can change the analysis settings") from None
         study = get_study_row(session, study_name)
+        require_study_lead(session, me, study)
         before = AnalysisOptions.from_settings(study.settings)
         settings = dict(study.settings)
         settings[SETTINGS_KEY] = options.to_dict()
@@ -359,7 +384,7 @@ def save_analysis_options(
         session.add(study)
         audit.record(
             session,
-            actor_id=actor_id,
+            actor_id=me.id if me is not None else None,
             action="study.analysis_options",
             entity="study",
             entity_id=study.id,
@@ -421,35 +446,91 @@ def study_agreement(
     return StudyAgreement(study_name, reports, tuple(notes), weights, int(min_ratings))
 
 
-def data_version(engine: Engine, study_name: str) -> tuple[int, ...]:
-    """A cheap fingerprint of a study's ratings and decisions (counts and highest ids).
 
-    Annotations and adjudications are append-only, so any new rating, edit or decision changes
-    it; pages use it as a cache key so statistics are recomputed exactly when the data changed.
-    The set of gold tasks (left out of every analysis) is part of it too.
-    """
-    from sqlalchemy import func
-
-    from review_app.db.models import Adjudication, Annotation, GoldTask, Task
-
+def _study_facts(engine: Engine, study_name: str) -> tuple[list[str], AnalysisOptions, str | None]:
+    """The study's rubrics, saved analysis options and first model (one short read)."""
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
-        tasks = select(Task.id).where(Task.study_id == study.id)
-        annotations = session.exec(
-            select(func.count(Annotation.id), func.coalesce(func.max(Annotation.id), 0)).where(
-                Annotation.task_id.in_(tasks)
-            )
-        ).one()
-        decisions = session.exec(
-            select(func.count(Adjudication.id), func.coalesce(func.max(Adjudication.id), 0)).where(
-                Adjudication.task_id.in_(tasks)
-            )
-        ).one()
-        gold = session.exec(
-            select(
-                func.count(GoldTask.task_id),
-                func.coalesce(func.sum(GoldTask.task_id), 0),
-                func.coalesce(func.max(GoldTask.task_id), 0),
-            ).where(GoldTask.study_id == study.id)
-        ).one()
-    return (int(annotations[0]), int(annotations[1]), int(decisions[0]), int(decisions[1]), *map(int, gold))
+        return study.rubric_keys, AnalysisOptions.from_settings(study.settings), first_model(session, study.id)
+
+
+def cached_agreement(
+    engine: Engine, study_name: str, *, weights: str = AGREEMENT_WEIGHTS, min_ratings: int = MIN_RATINGS
+) -> StudyAgreement:
+    """:func:`study_agreement`, computed once per data version and shared by every session."""
+    if isinstance(min_ratings, bool) or int(min_ratings) != min_ratings or min_ratings < 1:
+        raise InvalidInput(f"the minimum number of ratings must be a whole number of at least 1 (got {min_ratings})")
+    if weights not in WEIGHT_SCHEMES:
+        raise InvalidInput(f"unknown weights {weights!r}; choose one of {', '.join(WEIGHT_SCHEMES)}")
+    rubrics = _study_facts(engine, study_name)[0]
+
+    def compute(version: tuple[int, ...]) -> StudyAgreement:
+        frame = study_frame(engine, study_name, version=version)
+        reports, notes = agreement_reports(frame, rubrics, weights=weights, min_ratings=int(min_ratings))
+        return StudyAgreement(study_name, reports, tuple(notes), weights, int(min_ratings))
+
+    return CACHE.get(engine, study_name, ("agreement", weights, int(min_ratings)), compute)
+
+
+def cached_analysis(engine: Engine, study_name: str) -> StudyAnalysis:
+    """The study's standard analyses under its saved options, without bootstrap intervals.
+
+    Computed once per data version and options, one copy shared by every session (see
+    :mod:`review_app.services.study_cache`). The Rubric A bootstrap is left out (its intervals
+    are ``None``): it is the slow part and is computed only where it is shown, by
+    :func:`cached_rubric_a_intervals`. Agreement is the Agreement page's default view, shared.
+    """
+    rubrics, options, model = _study_facts(engine, study_name)
+
+    def compute(version: tuple[int, ...]) -> StudyAnalysis:
+        frame = study_frame(engine, study_name, version=version)
+        default = CACHE.get(
+            engine,
+            study_name,
+            ("agreement", AGREEMENT_WEIGHTS, MIN_RATINGS),
+            lambda v: StudyAgreement(study_name, *_agreement_parts(frame, rubrics), AGREEMENT_WEIGHTS, MIN_RATINGS),
+            version=version,
+        )
+        return analyse(
+            frame,
+            rubrics,
+            study=study_name,
+            n_boot=0,
+            options=options,
+            first_model=model,
+            agreement=(default.reports, list(default.notes)),
+        )
+
+    return CACHE.get(engine, study_name, ("analysis", options.key(), model), compute)
+
+
+def _agreement_parts(frame: pd.DataFrame, rubrics: list[str]) -> tuple[dict[str, AgreementReport], tuple[str, ...]]:
+    reports, notes = agreement_reports(frame, rubrics)
+    return reports, tuple(notes)
+
+
+def cached_rubric_a_intervals(
+    engine: Engine,
+    study_name: str,
+    *,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+    progress: Callable[[float], None] | None = None,
+) -> RubricASummary | None:
+    """The Rubric A summary with its task-clustered bootstrap intervals, once per data version.
+
+    Only pages that show the intervals ask for them; ``progress`` is called with the fraction of
+    resamples done (the page's progress bar). None when the study has no Rubric A annotations.
+    """
+    rubrics = _study_facts(engine, study_name)[0]
+    if "A" not in rubrics:
+        return None
+
+    def compute(version: tuple[int, ...]) -> RubricASummary | None:
+        frame = study_frame(engine, study_name, version=version)
+        try:
+            return summarise_rubric_a(frame, n_boot=n_boot, seed=seed, progress=progress)
+        except AnalysisInputError:
+            return None
+
+    return CACHE.get(engine, study_name, ("rubric_a_bootstrap", n_boot, seed), compute)

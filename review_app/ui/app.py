@@ -25,6 +25,7 @@ PAGES = (
     ("views/review.py", "Review", ":material/rate_review:", "Review", EVERYONE),
     ("views/lead_progress.py", "Progress", ":material/monitoring:", "Study lead", LEADS),
     ("views/lead_agreement.py", "Agreement", ":material/join_inner:", "Study lead", LEADS),
+    ("views/lead_flags.py", "Flags", ":material/flag:", "Study lead", LEADS),
     ("views/lead_adjudication.py", "Adjudication", ":material/gavel:", "Study lead", LEADS),
     ("views/lead_analysis.py", "Analysis", ":material/query_stats:", "Study lead", LEADS),
     ("views/lead_export.py", "Export", ":material/download:", "Study lead", LEADS),
@@ -73,7 +74,8 @@ for script, title, icon, section, roles in PAGES:
         sections.setdefault(section, []).append(
             st.Page(script, title=title, icon=icon, default=script == "views/queue.py")
         )
-page = st.navigation(sections)
+# Every page listed (no "View more"): a lead's pages must all be one click away.
+page = st.navigation(sections, expanded=True)
 with st.sidebar:
     st.markdown(f"**{plain(user.display_name)}**  \n{user.role}")
     st.button("Sign out", on_click=sign_out, icon=":material/logout:")

@@ -12,6 +12,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default disposition.
+
+    A shell that starts a background job (``pytest ... &``, CI runners) sets SIGINT to "ignore", children
+    inherit it, and Python then installs no KeyboardInterrupt handler: the Ctrl-C tests would send a signal
+    the child never sees. With the default restored, Python installs its handler as in a terminal.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_cli(args: list[str], server, *, after_requests: int, sig: int = signal.SIGKILL) -> tuple[int, str]:
     """Start ``python -m bench_core ARGS``, send ``sig`` once ``server`` has seen ``after_requests``
     requests (or the process ended, or 60 s passed), and return (return code, stderr)."""
@@ -19,6 +29,7 @@ def interrupt_cli(args: list[str], server, *, after_requests: int, sig: int = si
         [sys.executable, "-m", "bench_core", *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=default_sigint,  # resets one signal disposition; no threads are involved
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

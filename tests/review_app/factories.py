@@ -113,7 +113,7 @@ def dual_rated_study(
     models=("model-a",),
     rubrics=("A", "B"),
 ) -> tuple[list, object]:
-    """A study whose every unit is assigned to two of ``reviewers`` reviewers; returns (reviewers, lead)."""
+    """A study whose every unit is assigned to two of ``reviewers`` reviewers; returns (reviewers, its lead)."""
     from review_app.services import assignment, studies
 
     items = seed_items(engine, tmp_path, units, subsets=("MEDMISQA",))
@@ -121,6 +121,7 @@ def dual_rated_study(
     users = add_users(engine, reviewers)
     (lead,) = add_users(engine, 1, prefix="lead", role="lead")
     studies.create_study(engine, name, rubrics=list(rubrics), actor=SYSTEM)
+    studies.set_study_lead(engine, name, lead.username, actor=SYSTEM)
     studies.draw_pool(engine, name, units, seed=1, actor=SYSTEM)
     assignment.assign(engine, name, raters=2, dual_share=1.0, actor=SYSTEM)
     return users, lead
@@ -158,3 +159,40 @@ def rate(engine: Engine, assignment, scores: dict[str, int], *, flags=(), commen
     return reviewing.submit(
         engine, assignment.id, assignment.reviewer_id, sheet, client_token=token, base_revision=base_revision
     )
+
+
+def make_level_event_free(engine: Engine, study: str, column: str, level: str) -> int:
+    """Reviewers revise every worst-case annotation in one harm-model factor level to low harm.
+
+    Goes through the review service (a new revision per annotation, as a reviewer's edit would). The
+    demo's harm model has events in every level; this separates one level, as a small real study can
+    be separated, for tests of how separation is reported and planned around. Returns how many
+    annotations were revised. ``column`` is a harm-model factor (``stratum`` included).
+    """
+    from sqlmodel import select
+
+    from review_app.db.engine import read_session
+    from review_app.db.models import Annotation
+    from review_app.rubrics import ScoreSheet
+    from review_app.services import reviewing
+    from review_app.services.annotations import annotations_frame
+    from review_app.services.study_analysis import study_analysis
+
+    harm_input = study_analysis(engine, study, n_boot=0).harm_input
+    worst = set(harm_input.loc[(harm_input[column] == level) & (harm_input["worst_case"] == 1), "annotation_id"])
+    frame = annotations_frame(engine, study, rubric="B", pseudonymise=False)
+    rows = frame[frame["annotation_id"].isin(worst)]
+    with read_session(engine) as session:
+        owners = {a.id: (a.assignment_id, a.reviewer_id) for a in session.exec(select(Annotation)).all()}
+    for row in rows.to_dict("records"):
+        assignment_id, reviewer_id = owners[int(row["annotation_id"])]
+        scores = {k: int(row[k]) for k in ("final_correctness", "injection_uptake", "clinical_grounding")}
+        reviewing.submit(
+            engine,
+            assignment_id,
+            reviewer_id,
+            ScoreSheet(rubric="B", scores=scores | {"harm_potential": 1}),
+            client_token=f"separate-{row['annotation_id']}",
+            base_revision=int(row["revision"]),
+        )
+    return len(rows)

@@ -61,7 +61,7 @@ def test_queue_puts_worst_case_mismatch_and_two_point_differences_first(rated):
 
 def test_view_shows_both_ratings_under_pseudonyms_and_hides_the_model(rated):
     engine, users, lead, tasks, _slots = rated
-    view = adjudication.adjudication_view(engine, tasks["two_points"], lead_id=lead.id)
+    view = adjudication.adjudication_view(engine, tasks["two_points"], actor=lead)
     assert [r.scores["clinical_grounding"] for r in view.ratings] == [0, 2]
     assert {r.rater for r in view.ratings} <= {"R01", "R02", "R03"}
     assert view.material.response_text and view.material.options
@@ -71,23 +71,23 @@ def test_view_shows_both_ratings_under_pseudonyms_and_hides_the_model(rated):
     assert "model-a" not in text
     for user in users:
         assert user.username not in text and user.display_name not in text
-    named = adjudication.adjudication_view(engine, tasks["two_points"], lead_id=lead.id, pseudonymise=False)
+    named = adjudication.adjudication_view(engine, tasks["two_points"], actor=lead, pseudonymise=False)
     assert {r.rater for r in named.ratings} <= {u.username for u in users}
     with pytest.raises(PermissionDenied, match="only study leads"):
-        adjudication.adjudication_view(engine, tasks["two_points"], lead_id=users[0].id)
+        adjudication.adjudication_view(engine, tasks["two_points"], actor=users[0])
     with pytest.raises(NotFound):
-        adjudication.adjudication_view(engine, 999_999, lead_id=lead.id)
+        adjudication.adjudication_view(engine, 999_999, actor=lead)
 
 
 def test_decision_rules(rated):
     engine, users, lead, tasks, _slots = rated
     task = tasks["two_points"]
 
-    def decide(scores, status, version, rationale="", lead_id=lead.id, task=task):
+    def decide(scores, status, version, rationale="", actor=lead, task=task):
         return adjudication.adjudicate(
             engine,
             task,
-            lead_id=lead_id,
+            actor=actor,
             final_scores=scores,
             status=status,
             rationale=rationale,
@@ -110,7 +110,7 @@ def test_decision_rules(rated):
     with pytest.raises(InvalidInput, match="unknown status"):
         decide(final, "final", 0, rationale="x")
     with pytest.raises(PermissionDenied):
-        decide(b(2, 2, 2, 2), "adjudicated", 0, lead_id=users[0].id)
+        decide(b(2, 2, 2, 2), "adjudicated", 0, actor=users[0])
     first = decide(b(2, 2, 2, 2), "adjudicated", 0)  # siding with one rater needs no rationale
     assert (first.version, first.status, first.rationale) == (1, "adjudicated", "")
     second = decide(final, "adjudicated", 1, rationale="partly grounded: the key finding is missed")
@@ -123,7 +123,7 @@ def test_decision_rules(rated):
     assert unanimous.final_scores == b(1, 1, 1, 1)
     unresolved = decide(None, "unresolved", 0, rationale="needs the panel", task=tasks["one_point"])
     assert unresolved.final_scores == {}
-    view = adjudication.adjudication_view(engine, task, lead_id=lead.id)
+    view = adjudication.adjudication_view(engine, task, actor=lead)
     assert [h.version for h in view.history] == [1, 2] and view.expected_version == 2
     assert view.latest.adjudicator == "Reviewer 0 (lead00)"
     with read_session(engine) as session:
@@ -138,8 +138,10 @@ def test_decision_rules(rated):
 def test_queue_state_follows_decisions_and_later_edits(rated):
     engine, _users, lead, tasks, slots = rated
     task = tasks["one_point"]
+    # The queue is cached per data version: read before the decision, it must not be served after it.
+    assert task in [e.task_id for e in adjudication.disagreement_queue(engine, "s", "B", open_only=True)]
     adjudication.adjudicate(
-        engine, task, lead_id=lead.id, final_scores=b(2, 2, 2, 2), status="adjudicated", expected_version=0
+        engine, task, actor=lead, final_scores=b(2, 2, 2, 2), status="adjudicated", expected_version=0
     )
     entry = next(e for e in adjudication.disagreement_queue(engine, "s", "B") if e.task_id == task)
     assert (entry.status, entry.version, entry.stale) == ("adjudicated", 1, False)
@@ -148,18 +150,18 @@ def test_queue_state_follows_decisions_and_later_edits(rated):
     rate(engine, slots[task][1], b(2, 2, 2, 0), base_revision=1)
     reopened = next(e for e in adjudication.disagreement_queue(engine, "s", "B", open_only=True) if e.task_id == task)
     assert reopened.stale and reopened.priority == 0  # harm now differs by 2
-    assert adjudication.adjudication_view(engine, task, lead_id=lead.id).stale
+    assert adjudication.adjudication_view(engine, task, actor=lead).stale
 
 
 def test_auto_unanimous_records_only_agreed_undecided_tasks(rated):
     engine, users, lead, tasks, _slots = rated
-    result = adjudication.auto_unanimous(engine, "s", "B", lead_id=lead.id)
+    result = adjudication.auto_unanimous(engine, "s", "B", actor=lead)
     assert result.recorded == (tasks["unanimous"],) and result.disagreements == 3
-    again = adjudication.auto_unanimous(engine, "s", "B", lead_id=lead.id)
+    again = adjudication.auto_unanimous(engine, "s", "B", actor=lead)
     assert again.recorded == () and again.already_decided == 1
     with pytest.raises(PermissionDenied):
-        adjudication.auto_unanimous(engine, "s", "B", lead_id=users[1].id)
-    view = adjudication.adjudication_view(engine, tasks["unanimous"], lead_id=lead.id)
+        adjudication.auto_unanimous(engine, "s", "B", actor=users[1])
+    view = adjudication.adjudication_view(engine, tasks["unanimous"], actor=lead)
     assert view.latest.status == "unanimous" and view.latest.final_scores == b(1, 1, 1, 1)
 
 
@@ -176,7 +178,7 @@ def test_two_leads_adjudicating_the_same_task_at_once(rated):
                 return adjudication.adjudicate(
                     engine,
                     task,
-                    lead_id=lead_id,
+                    actor=lead_id,
                     final_scores=b(0, 0, 0, lead_id % 3),
                     status="adjudicated",
                     rationale=f"decided by {leads[lead_id]}",
@@ -198,3 +200,21 @@ def test_two_leads_adjudicating_the_same_task_at_once(rated):
         assert [(r.version, r.adjudicator_id, r.rationale) for r in rows] == [
             (1, won[0].adjudicator_id, f"decided by {winner}")
         ]
+
+
+def test_queue_shows_a_lock_at_once_although_the_queue_is_cached(rated):
+    """A lock changes the task in place (no new row, same data version): the cached queue must still show it."""
+    from review_app.services import reviewing
+    from review_app.services.study_cache import CACHE
+
+    engine, _users, lead, tasks, _slots = rated
+    task = tasks["two_points"]
+    before = adjudication.disagreement_queue(engine, "s", "B")
+    assert not next(e for e in before if e.task_id == task).locked
+    hits = CACHE.stats().hits
+    reviewing.set_task_lock(engine, task, True, actor_id=lead)
+    after = adjudication.disagreement_queue(engine, "s", "B")
+    assert CACHE.stats().hits > hits  # served from the cache ...
+    assert [e.locked for e in after] == [e.task_id == task for e in before]  # ... with the lock read fresh
+    reviewing.set_task_lock(engine, task, False, actor_id=lead)
+    assert not any(e.locked for e in adjudication.disagreement_queue(engine, "s", "B"))

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import update
 
-from review_app.analysis import agreement, agreement_report, summarise_rubric_a
+from review_app.analysis import agreement_report, summarise_rubric_a
+from review_app.analysis.agreement import agreement
 from review_app.analysis.layout import DEFAULT_COLUMNS
 from review_app.db.engine import write_session
 from review_app.db.models import Assignment
@@ -130,3 +131,28 @@ def test_agreement_on_the_frame_matches_a_hand_built_table(study):
         ours = agreement(frame, key).to_dict()
         theirs = agreement(by_hand, key).to_dict()
         assert ours == theirs
+
+
+def test_a_submit_between_the_frames_two_reads_is_left_for_the_next_read(study):
+    """The rows and the scores are two statements; on PostgreSQL (READ COMMITTED) a rating committed
+    between them is visible to the second only. The frame is the first read's moment, not a KeyError."""
+    from sqlalchemy import event
+
+    engine, _users, _lead, a_slots, _b_slots = study
+    first, late = [slots[0] for slots in a_slots.values()][:2]
+    rate(engine, first, A_SCORES[0][0])
+    submitted = []
+
+    def between(_conn, _cursor, statement, _parameters, _context, _many) -> None:
+        if not submitted and "annotation_score.value" in statement:
+            submitted.append(rate(engine, late, A_SCORES[0][1]))
+
+    event.listen(engine, "before_cursor_execute", between)
+    try:
+        frame = annotations_frame(engine, "s", rubric="A")
+    finally:
+        event.remove(engine, "before_cursor_execute", between)
+    assert submitted  # the rating really went in between the two reads
+    assert list(frame["annotation_id"]) == [first_id := frame["annotation_id"].iloc[0]] and first_id != submitted[0]
+    assert frame.iloc[0][list(A_SCORES[0][0])].tolist() == list(A_SCORES[0][0].values())
+    assert len(annotations_frame(engine, "s", rubric="A")) == 2  # the next read has both

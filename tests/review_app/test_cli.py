@@ -7,7 +7,7 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from review_app.cli import app
-from review_app.db.connect import dispose_engines
+from review_app.db.connect import dispose_engines, get_engine
 
 from .factories import item_rows, response_rows, write_jsonl
 
@@ -18,6 +18,7 @@ runner = CliRunner()
 def cli_db(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     monkeypatch.setenv("MEDREV_DATABASE_URL", url)
+    get_engine(url)  # the database exists: commands other than import / create refuse a missing file
     yield url
     dispose_engines()
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from review_app.cli import app
-from review_app.db.connect import dispose_engines
+from review_app.db.connect import dispose_engines, get_engine
 
 runner = CliRunner()
 STUDY = "[/]trial [bold]x[/bold] ![i](http://203.0.113.9/p.png)"
@@ -17,7 +17,9 @@ DISPLAY = "[/] [red]Dr[/red] **House**"
 
 @pytest.fixture
 def cli_db(tmp_path, monkeypatch):
-    monkeypatch.setenv("MEDREV_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("MEDREV_DATABASE_URL", url)
+    get_engine(url)  # the database exists: commands other than import / create refuse a missing file
     yield
     dispose_engines()
 

@@ -125,3 +125,27 @@ def test_migrations_match_the_models(engine):
 
     with engine.connect() as connection:
         assert compare_metadata(MigrationContext.configure(connection), SQLModel.metadata) == []
+
+
+def test_pool_size_comes_from_the_environment(tmp_path, monkeypatch):
+    from review_app.db.connect import open_database
+    from review_app.db.engine import POOL_DEFAULTS, make_engine
+    from review_app.db.errors import DatabaseUnavailable
+
+    url = f"sqlite:///{tmp_path / 'pool.db'}"
+    engine = make_engine(url)
+    assert (engine.pool.size(), engine.pool._max_overflow) == POOL_DEFAULTS["sqlite"]
+    engine.dispose()
+    pg = make_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
+    assert (pg.pool.size(), pg.pool._max_overflow) == POOL_DEFAULTS["postgresql"] == (10, 20)
+    monkeypatch.setenv("MEDREV_DB_POOL_SIZE", "3")
+    monkeypatch.setenv("MEDREV_DB_MAX_OVERFLOW", "0")
+    engine = open_database(url)
+    assert (engine.pool.size(), engine.pool._max_overflow) == (3, 0)
+    engine.dispose()
+    monkeypatch.setenv("MEDREV_DB_POOL_SIZE", "ten")
+    with pytest.raises(DatabaseUnavailable, match="MEDREV_DB_POOL_SIZE must be a whole number, got 'ten'"):
+        open_database(url)
+    monkeypatch.setenv("MEDREV_DB_POOL_SIZE", "0")
+    with pytest.raises(DatabaseUnavailable, match="MEDREV_DB_POOL_SIZE must be at least 1"):
+        open_database(url)

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench_core.kernel import latex
-from review_app.analysis import agreement
+from review_app.analysis.agreement import agreement
 from review_app.cli import app
 from review_app.db.connect import dispose_engines, get_engine
 from review_app.rubrics import RUBRIC_A, RUBRIC_B
@@ -49,6 +49,7 @@ def build_study(engine, tmp_path, *, name="pub", units=24, rubrics=("A", "B")):
         _user(engine, person)
     lead = _user(engine, LEAD, role="lead")
     studies.create_study(engine, name, rubrics=list(rubrics), actor=SYSTEM)
+    studies.set_study_lead(engine, name, lead.username, actor=SYSTEM)
     studies.draw_pool(engine, name, units, seed=2, actor=SYSTEM)
     assignment.assign(engine, name, raters=2, dual_share=1.0, seed=2, actor=SYSTEM)
     rng = random.Random(7)
@@ -67,7 +68,7 @@ def build_study(engine, tmp_path, *, name="pub", units=24, rubrics=("A", "B")):
         adjudication.adjudicate(
             engine,
             queue[0].task_id,
-            lead_id=lead.id,
+            actor=lead,
             final_scores=None,
             status="unresolved",
             rationale="=1+1 needs the full panel",
@@ -325,7 +326,7 @@ def test_labels_take_the_final_value_by_the_documented_rule(engine, tmp_path):
     for a, harm in zip(slots[t_pending], (1, 2), strict=True):
         rate(engine, a, b | {"harm_potential": harm})
     rate(engine, slots[t_single][0], b | {"final_correctness": 0})
-    adjudication.adjudicate(engine, t_adjudicated, lead_id=lead.id, final_scores=b | {"harm_potential": 1},
+    adjudication.adjudicate(engine, t_adjudicated, actor=lead, final_scores=b | {"harm_potential": 1},
                             status="adjudicated", rationale="moderate", expected_version=0)  # fmt: skip
     result = export.export_study(engine, "s", tmp_path / "out", formats="csv", n_boot=20)
     labels = pd.read_csv(result.out_dir / "adjudicated_labels_B.csv", dtype=str, keep_default_na=False)
@@ -379,3 +380,24 @@ def test_review_export_defaults_to_a_new_folder_in_the_export_dir(cli_db, tmp_pa
     assert result.exit_code == 0, result.output
     (folder,) = (tmp_path / "exports").iterdir()
     assert folder.name.startswith("medrev-export-pub-") and (folder / "manifest.json").is_file()
+
+
+def test_review_export_leaves_out_pending_tasks_and_refuses_a_lead_of_another_study(cli_db, tmp_path):
+    build_study(cli_db, tmp_path, units=4)
+    other = _user(cli_db, ("olga.other", "Dr Olga Other", "olga@example.org"), role="lead")
+    studies.create_study(cli_db, "elsewhere", rubrics=["A"], actor=other)
+    refused = runner.invoke(
+        app, ["review", "--as", "olga.other", "export", "--study", "pub", "--out", str(tmp_path / "o")]
+    )
+    assert refused.exit_code == 2 and "not a lead of the study 'pub'" in refused.output
+    assert not (tmp_path / "o").exists()
+    out = tmp_path / "led"
+    result = runner.invoke(
+        app,
+        ["review", "--as", "carol.lead", "export", "--study", "pub", "--out", str(out), "--format", "csv",
+         "--leave-out-pending"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["pending"]["excluded"] is True
+    assert manifest["pending"]["tasks"] == manifest["counts"]["pending_tasks"]

@@ -14,7 +14,16 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
+from review_app.analysis.formatting import (
+    coefficient_label,
+    column_label,
+    format_ci,
+    format_interval,
+    format_odds_ratio,
+    format_p,
+    format_percent,
+    format_proportion,
+)
 from review_app.analysis.harm_model import fit_random_intercept_logit
 from review_app.cli import app
 from review_app.services import export, export_latex
@@ -90,7 +99,7 @@ def test_the_codebooks_medrev_command_refits_the_exported_model(exported):
 def test_the_codebooks_lme4_call_refits_the_exported_model(engine, tmp_path):
     """Run the codebook's R code on an export whose model is well identified and compare with glmer."""
     lead = build_study(engine, tmp_path, units=60)
-    save_analysis_options(engine, "pub", AnalysisOptions(penalty="normal"), actor_id=lead.id)
+    save_analysis_options(engine, "pub", AnalysisOptions(penalty="normal"), actor=lead)
     out = tmp_path / "exports" / "pub"
     export.export_study(engine, "pub", out, formats="csv", n_boot=20)
     code = json.loads((out / "codebook.json").read_text())["harm_model"]["r_code"]
@@ -152,10 +161,36 @@ def test_odds_ratio_format(value, text):
     assert format_odds_ratio(value) == text
 
 
-@pytest.mark.parametrize(("value", "text"), [(0.0004, "< 0.001"), (0.001, "0.001"), (0.0312, "0.031"), (1.0, "1.000")])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.0004, "< 0.001"),
+        (0.001, "0.001"),
+        (0.0043, "0.004"),
+        (0.0312, "0.031"),
+        (0.04996, "0.0500"),  # under 0.05 never prints as 0.050
+        (0.0501, "0.050"),
+        (0.1234, "0.12"),
+        (0.5, "0.50"),
+        (0.996, "> 0.99"),
+        (1.0, "> 0.99"),
+        (float("nan"), "—"),
+    ],
+)
 def test_p_value_format(value, text):
+    """p-values as journals print them (2-3 significant digits, bounds at both ends)."""
     assert format_p(value) == text
     assert format_ci(0.5, 2e6) == "0.50–> 1000"
+
+
+def test_rates_and_intervals_format():
+    assert format_percent(0.4521) == "45.2%" and format_percent(None) == "—"
+    assert format_interval(0.412, 0.8349) == "[0.41, 0.83]" and format_interval(None, 1) == "—"
+    assert format_interval(0.5, 2e6, format_odds_ratio) == "[0.50, > 1000]"
+    assert format_proportion(12, 40, 0.3, 0.179, 0.456) == "30.0% [17.9, 45.6] (12/40)"
+    assert format_proportion(0, 0, None, None, None) == "— (0/0)"
+    assert column_label("alpha_ordinal") == "Krippendorff's α (ordinal)" and column_label("unknown") == "unknown"
+    assert coefficient_label("AC2", "ordinal") == "AC2 (ordinal)" and coefficient_label("AC1", "identity") == "AC1"
 
 
 @pytest.mark.parametrize(

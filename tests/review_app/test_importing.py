@@ -268,3 +268,133 @@ def test_roster_summary_names_only_reviewers_for_enrolment(engine, tmp_path):
     path.write_text(ROSTER)
     summary = importing.import_roster(engine, path, actor=SYSTEM)
     assert summary.usernames == ("rev01", "rev02", "lead01") and summary.reviewers == ("rev01", "rev02")
+
+
+# ---------------------------------------------------------------- issue 16: strict by default, --skip-bad-rows
+
+
+def test_skip_bad_rows_imports_the_good_items_and_names_each_bad_one(engine, tmp_path):
+    rows = item_rows(4, start=200)
+    bad_answer = rows[1] | {"answer": "Z"}
+    listed = rows[2] | {"opa": ["Discharge", "home"]}
+    path = write_jsonl(tmp_path / "items.jsonl", [rows[0], bad_answer, listed, '{"id": ', rows[3]])
+    before = _counts(engine)
+    with pytest.raises(ImportRefused) as refused:  # strict by default: every bad row named, nothing written
+        importing.import_items(engine, path, actor=SYSTEM)
+    assert [(i.line, i.field) for i in refused.value.issues] == [(2, "answer"), (3, "opa"), (4, None)]
+    assert "--skip-bad-rows" in str(refused.value) and _counts(engine) == before
+    summary = importing.import_items(engine, path, actor=SYSTEM, skip_bad_rows=True)
+    assert (summary.rows, summary.new) == (2, 2)
+    assert [i.line for i in summary.skipped] == [2, 3, 4] and "3 bad row(s) skipped" in str(summary)
+    with read_session(engine) as session:
+        stored = set(session.exec(select(Item.external_id)))
+    assert stored == {rows[0]["id"], rows[3]["id"]}
+
+
+def test_skip_bad_rows_refuses_a_file_without_one_good_row(engine, tmp_path):
+    path = write_jsonl(tmp_path / "items.jsonl", [item_rows(1)[0] | {"answer": "Z"}])
+    before = _counts(engine)
+    with pytest.raises(ImportRefused, match="No row of the file can be imported"):
+        importing.import_items(engine, path, actor=SYSTEM, skip_bad_rows=True)
+    assert _counts(engine) == before
+
+
+def test_skip_bad_rows_never_skips_a_file_in_the_wrong_encoding(engine, tmp_path):
+    path = tmp_path / "items.jsonl"
+    path.write_bytes(json.dumps(item_rows(1)[0]).encode() + b'\n{"id": "caf\xe9"}\n')
+    with pytest.raises(ImportRefused, match=r"items.jsonl:2: .*UTF-8"):
+        importing.import_items(engine, path, actor=SYSTEM, skip_bad_rows=True)
+
+
+def test_skip_bad_rows_for_responses_and_roster(engine, tmp_path):
+    items = item_rows(2)
+    importing.import_items(engine, write_jsonl(tmp_path / "items.jsonl", items), actor=SYSTEM)
+    responses = response_rows(items, models=("model-a",))
+    responses[1] = responses[1] | {"model": "m" * 300}
+    path = write_jsonl(tmp_path / "responses.jsonl", responses)
+    with pytest.raises(ImportRefused, match=r"responses.jsonl:2: field 'model': the value is 300 characters"):
+        importing.import_responses(engine, path, actor=SYSTEM)
+    summary = importing.import_responses(engine, path, actor=SYSTEM, skip_bad_rows=True)
+    assert (summary.new, [(i.line, i.field) for i in summary.skipped]) == (1, [(2, "model")])
+    roster = tmp_path / "roster.csv"
+    roster.write_text("username,display_name,role\nnew1,New One,reviewer\nnew2,New Two,superuser\n")
+    summary = importing.import_roster(engine, roster, actor=SYSTEM, skip_bad_rows=True)
+    assert summary.usernames == ("new1",) and [(i.line, i.field) for i in summary.skipped] == [(3, "role")]
+
+
+def test_a_refused_account_rule_leaves_nothing_of_its_row_when_skipping(engine, tmp_path):
+    lead = accounts.create_user(
+        engine, accounts.UserProfile(username="lead1", display_name="Lead", role="lead"), actor=SYSTEM
+    )
+    roster = tmp_path / "roster.csv"
+    roster.write_text("username,display_name,role\nnew1,New One,reviewer\nboss,Boss,admin\n")
+    summary = importing.import_roster(engine, roster, actor=Actor(lead.id), skip_bad_rows=True)
+    assert summary.usernames == ("new1",) and summary.skipped[0].line == 3
+    with read_session(engine) as session:
+        assert session.exec(select(Reviewer).where(Reviewer.username == "boss")).first() is None
+
+
+def test_roster_with_a_new_study_is_one_transaction(engine, tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("username,display_name,role\nnew1,New One,reviewer\nnew2,New Two,reviewer\n")
+    before = _counts(engine)
+    with pytest.raises(importing.InvalidInput, match="at most 200"):
+        importing.import_into_study(engine, roster, study="s" * 300, actor=SYSTEM)
+    assert _counts(engine) == before  # no reviewer, no import batch (PostgreSQL committed both before)
+    done = importing.import_into_study(engine, roster, study="Pilot", actor=SYSTEM)
+    assert done.created and done.enrolled == ("new1", "new2")
+    assert studies.get_study(engine, "Pilot").name == "Pilot"
+
+
+def test_values_the_database_cannot_store_are_refused_the_same_on_both_backends(engine, tmp_path):
+    rows = item_rows(2, start=300)
+    rows[0] = rows[0] | {"id": "i" * 201}
+    rows[1] = rows[1] | {"question": "nul\u0000inside"}
+    with pytest.raises(ImportRefused) as refused:
+        importing.import_items(engine, write_jsonl(tmp_path / "items.jsonl", rows), actor=SYSTEM)
+    assert [(i.line, i.field) for i in refused.value.issues] == [(1, "id"), (2, "question")]
+
+
+def test_an_empty_file_is_refused_and_leaves_no_import_batch(engine, tmp_path):
+    before = _counts(engine)
+    for name, content in (("items.jsonl", ""), ("responses.jsonl", "\n\n"), ("items.json", "[]")):
+        path = tmp_path / name
+        path.write_text(content)
+        kind = "responses" if name.startswith("responses") else "items"
+        with pytest.raises(ImportRefused, match=r"empty|no rows"):
+            importing.import_path(engine, path, kind=kind, actor=SYSTEM)
+    assert _counts(engine) == before
+
+
+def test_a_run_whose_last_result_was_cut_short_is_refused_unless_skipping(engine, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "medmisbench_old_run", run)
+    results = run / "results.jsonl"
+    data = results.read_bytes().rstrip(b"\n")
+    results.write_bytes(data[: len(data) - 40])  # a kill in the middle of the last write
+    before = _counts(engine)
+    with pytest.raises(ImportRefused, match=r"results.jsonl:21: the last line is cut short"):
+        importing.import_run(engine, run, actor=SYSTEM)
+    assert _counts(engine) == before
+    items, responses = importing.import_run(engine, run, actor=SYSTEM, skip_bad_rows=True)
+    assert items.new == 7 and [i.line for i in responses.skipped] == [21] and responses.new >= 19
+
+
+def test_labels_with_rich_markup_import_and_print_as_typed(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from review_app.cli import app
+    from review_app.db.connect import dispose_engines
+
+    monkeypatch.setenv("MEDREV_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    rows = [item_rows(1)[0] | {"id": "[/b]odd [bold]id", "question": "Is [/b] a tag?"}]
+    path = write_jsonl(tmp_path / "MEDMISQA [v2].jsonl", rows)
+    try:
+        result = CliRunner().invoke(app, ["review", "import", str(path), "--kind", "items"])
+    finally:
+        dispose_engines()
+    assert result.exit_code == 0, result.output
+    assert "MEDMISQA [v2].jsonl: 1 new" in result.output

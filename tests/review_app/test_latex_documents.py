@@ -91,6 +91,32 @@ def _healthcontradict_and_trojan_tables() -> dict[str, str]:
     return {f"healthcontradict/{k}": v for k, v in hc_tables.items()} | {f"trojan/{k}": v for k, v in trojan.items()}
 
 
+def _judge_audit_tables() -> dict[str, str]:
+    """A judge-audit study's LaTeX (agreement with the judge, confusion table), the study name full of specials."""
+    import pandas as pd
+
+    from review_app.analysis.agreement import agreement
+    from review_app.services.export_latex import judge_audit_latex
+    from review_app.services.judge_audit import LABELS, JudgeAuditSummary
+
+    judge, clinician = [-1, -1, 0, 0, 1, 1, 1, 0], [-1, 0, 0, 0, 1, 1, -1, 0]
+    long = pd.DataFrame(
+        {"unit": list(range(8)) * 2, "who": ["judge"] * 8 + ["clinician"] * 8, "label": judge + clinician}
+    )
+    result = agreement(long, "label", unit="unit", rater="who", weights="identity", categories=[-1, 0, 1])
+    names = list(LABELS.values())
+    confusion = pd.crosstab(
+        pd.Categorical([LABELS[v] for v in clinician], categories=names),
+        pd.Categorical([LABELS[v] for v in judge], categories=names),
+        dropna=False,
+    )
+    confusion = pd.DataFrame(confusion.to_numpy(), index=pd.Index(names, name="clinician \\ judge"), columns=names)
+    summary = JudgeAuditSummary(NASTY, 8, 1, result, 6 / 8, confusion, pd.DataFrame())
+    tables = judge_audit_latex(summary)
+    assert set(tables) == {"judge_audit.tex", "judge_audit_confusion.tex"}
+    return {f"judge/{k}": v for k, v in tables.items()}
+
+
 @needs_pdflatex
 @pytest.mark.slow
 def test_every_latex_table_compiles_in_one_document(sqlite_engine, tmp_path):
@@ -101,6 +127,7 @@ def test_every_latex_table_compiles_in_one_document(sqlite_engine, tmp_path):
     exported = {p.name: p.read_text(encoding="utf-8") for p in (out / "latex").iterdir()}
     assert set(exported) == EXPORT_TABLES
     tables.update({f"export/{k}": v for k, v in exported.items()})
+    tables.update(_judge_audit_tables())
 
     document = latex.standalone_document(tables, title=f"Every medrev table: {NASTY}")
     assert "\\usepackage{CJKutf8}" in document  # the Chinese in the names is typeset, not dropped

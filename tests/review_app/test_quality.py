@@ -37,12 +37,13 @@ def setup(engine, tmp_path):
     reviewers = add_users(engine, 4)
     (lead,) = add_users(engine, 1, prefix="lead", role="lead")
     studies.create_study(engine, "pilot", rubrics=["B"], actor=SYSTEM)
+    studies.set_study_lead(engine, "pilot", lead.username, actor=SYSTEM)
     studies.draw_pool(engine, "pilot", 8, seed=1, actor=SYSTEM)
     assignment.assign(engine, "pilot", raters=2, dual_share=1.0, actor=SYSTEM)
     for k, (_task, slots) in enumerate(sorted(slots_by_task(engine, "pilot", "B").items())):
         for slot in slots:
             rate(engine, slot, WORST if k % 2 else SAFE)
-    adjudication.auto_unanimous(engine, "pilot", "B", lead_id=lead.id)
+    adjudication.auto_unanimous(engine, "pilot", "B", actor=lead)
     studies.create_study(engine, "main", rubrics=["B"], actor=SYSTEM)
     studies.set_study_lead(engine, "main", lead.username, actor=SYSTEM)
     studies.draw_pool(engine, "main", 8, seed=2, actor=SYSTEM)
@@ -164,7 +165,9 @@ def test_marking_gold_without_a_decision_elsewhere_is_refused(engine, tmp_path):
     studies.create_study(engine, "solo", rubrics=["B"], actor=SYSTEM)
     studies.set_study_lead(engine, "solo", lead.username, actor=SYSTEM)
     studies.draw_pool(engine, "solo", 3, seed=1, actor=SYSTEM)
-    (task_id, _unit, _rubric), *_ = quality.unrated_tasks(engine, lead, "solo")
+    unrated = quality.unrated_tasks(engine, lead, "solo")
+    assert len(unrated) == 3 and quality.unrated_tasks(engine, lead, "solo", limit=2) == unrated[:2]  # pool order
+    (task_id, _unit, _rubric), *_ = unrated
     assert quality.gold_candidates(engine, lead, "solo") == []
     with pytest.raises(InvalidInput, match="enter the consensus scores"):
         quality.mark_gold(engine, lead, "solo", task_id)
@@ -211,9 +214,15 @@ def test_thresholds_are_kept_with_the_study_and_drive_alerts(setup):
     quality.mark_gold(engine, lead, "main", task.id, expected_scores=WORST)
     assignment.assign(engine, "main", raters=1, dual_share=0.0, actor=SYSTEM)
     slot = slots_by_task(engine, "main", "B")[task.id][0]
+    assert quality.quality_alerts(engine, lead, "main") == []  # cached for this data version
     rate(engine, slot, SAFE)
-    alerts = quality.quality_alerts(engine, lead, "main")
+    alerts = quality.quality_alerts(engine, lead, "main")  # the submit moved the version: not the cached []
     assert [a["kind"] for a in alerts] == ["gold"]
+    # The alerts-only report (no harm model) alerts exactly as the full report, cached or not.
+    full = quality.quality_report(engine, lead, "main").quality.alerts
+    assert quality.cached_quality_alerts(engine, lead, "main") == full
+    assert quality.cached_quality_report(engine, lead, "main").quality.alerts == full
+    assert quality.cached_quality_alerts(engine, lead, "main") == full  # read from the full report now
     with read_session(engine) as session:
         from review_app.db.models import Reviewer
 
@@ -298,7 +307,7 @@ def test_severity_and_pilot_plans_use_the_analysis_pages_harm_model_and_options(
     excluded = int((~paper.harm_input["in_model"]).sum())
     assert excluded > 0 and paper.harm_model.n == int(paper.harm_input["in_model"].sum())
     chosen = AnalysisOptions(references={"provenance": "authority"}, unrated="level", penalty="normal")
-    save_analysis_options(engine, DEMO_STUDY, chosen, actor_id=lead.id)
+    save_analysis_options(engine, DEMO_STUDY, chosen, actor=lead)
     analysis, _ = both()
     assert analysis.harm_model.reference_levels["provenance"] == "authority"
     assert analysis.harm_model.penalty.key == "normal" and analysis.harm_model.n == paper.harm_model.n + excluded
@@ -307,3 +316,17 @@ def test_severity_and_pilot_plans_use_the_analysis_pages_harm_model_and_options(
     assert pilot.reference == analysis.harm_model.reference_levels and pilot.penalty == "normal"
     assert len(pilot.tasks) == analysis.harm_input["task_id"].nunique()
     assert set(analysis.harm_model.separated_terms) <= set(pilot.not_estimable) | {pilot.term}
+
+
+def test_rated_counts_are_asked_in_chunks_whatever_the_number_of_tasks(setup, monkeypatch):
+    """A 100,000-task study once sent one IN list of every task id (PostgreSQL takes 65,535 parameters)."""
+    engine, _reviewers, lead = setup
+    pilot = [slot for slots in slots_by_task(engine, "pilot", "B").values() for slot in slots]
+    ids = sorted({slot.task_id for slot in pilot})
+    with read_session(engine) as session:
+        whole = quality._submitted(session, ids)
+        many = quality._submitted(session, [*ids, *range(10**7, 10**7 + 70_000)])
+    assert whole == dict.fromkeys(ids, 2) and many == whole
+    expected = quality.gold_candidates(engine, lead, "main")
+    monkeypatch.setattr(quality, "_IN_CHUNK", 3)
+    assert quality.gold_candidates(engine, lead, "main") == expected and expected

@@ -74,9 +74,17 @@ def test_pilot_study_from_the_database(tmp_path) -> None:
 
     url = f"sqlite:///{tmp_path / 'demo.db'}"
     seed_demo(tmp_path / "demo.db", fresh=True)
+    pilot = "Demo: MedMisBench clinician review"
+    # The demo's harm model has events in every level; two levels are made event-free (as a small
+    # pilot can be) to check that separated levels are planned around.
+    from review_app.db.connect import get_engine
+
+    from .factories import make_level_event_free
+
+    assert make_level_event_free(get_engine(url), pilot, "content_type", "exception_poisoning") > 0
+    assert make_level_event_free(get_engine(url), pilot, "stratum", "potentially_true") > 0
     dispose_engines()
     env = {"MEDREV_DATABASE_URL": url}
-    pilot = "Demo: MedMisBench clinician review"
     result = _plan("--metric", "rate", "--ci-width", "0.2", "--pilot", pilot, "--json", env=env)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -88,7 +96,7 @@ def test_pilot_study_from_the_database(tmp_path) -> None:
     assert harm.exit_code == 0, harm.output
     data = json.loads(harm.stdout)
     assert data["assumptions"]["reviewers"] == 8 and data["assumptions"]["term"].startswith("model[")
-    # The demo pilot's Analysis-page model has two separated levels (no finite ML estimate): they are
+    # The pilot's Analysis-page model has two separated levels (no finite ML estimate): they are
     # simulated with no effect, not with the NaN that made every simulated study event-free.
     (separated,) = [note for note in data["notes"] if note.startswith("not estimable in the pilot")]
     assert "content_type[exception_poisoning]" in separated and "stratum[potentially_true]" in separated

@@ -53,7 +53,9 @@ class OpenAICompatModel:
         client: Any = None,
     ) -> None:
         if max_tokens_param not in ("max_tokens", "max_completion_tokens"):
-            raise ValueError("max_tokens_param must be 'max_tokens' or 'max_completion_tokens'")
+            raise ValueError(
+                f"--max-tokens-param: expected max_tokens or max_completion_tokens, found {max_tokens_param!r}"
+            )
         self.name = name
         self.base_url = base_url
         self.endpoint = public_endpoint(base_url)

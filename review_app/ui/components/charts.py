@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from review_app.services.export_tables import AGGREGATION_LABELS, CLASS_LABELS
+
 COLORS = {"complete": "#2f8f5b", "open": "#c9d3e6", "submitted": "#2f8f5b", "skipped": "#e0a43a"}
 
 
@@ -17,7 +19,14 @@ def completion_bars(rows: list[dict], key: str, title: str) -> go.Figure:
             go.Bar(name="not yet", x=labels, y=remaining, marker_color=COLORS["open"]),
         ]
     )
-    figure.update_layout(barmode="stack", title=title, height=320, margin=dict(l=10, r=10, t=40, b=10))
+    figure.update_layout(
+        barmode="stack",
+        title=title,
+        height=320,
+        margin=dict(l=10, r=10, t=40, b=10),
+        xaxis_title=key.replace("_", " ").capitalize(),
+        yaxis_title="Tasks",
+    )
     return figure
 
 
@@ -41,6 +50,8 @@ def reviewer_bars(rows: list[dict]) -> go.Figure:
     figure.update_layout(
         barmode="stack",
         title="By reviewer",
+        xaxis_title="Assignments",
+        yaxis_title="Reviewer",
         height=max(260, 28 * len(rows) + 80),
         margin=dict(l=10, r=10, t=40, b=10),
         yaxis=dict(autorange="reversed"),
@@ -68,9 +79,9 @@ def agreement_forest(frame) -> go.Figure:
     figure.update_layout(
         title="Agreement (95% CI)",
         height=max(260, 45 * len(names) + 90),
-        xaxis=dict(range=[-1, 1.05]),
+        xaxis=dict(range=[-1, 1.05], title="Agreement coefficient (AC2 / AC1)"),
         margin=dict(l=10, r=10, t=40, b=10),
-        yaxis=dict(autorange="reversed"),
+        yaxis=dict(autorange="reversed", title="Dimension"),
     )
     return figure
 
@@ -97,7 +108,9 @@ def score_usage(frame) -> go.Figure:
         title="Scores used",
         height=max(260, 45 * len(names) + 90),
         margin=dict(l=10, r=10, t=40, b=10),
-        yaxis=dict(autorange="reversed", showticklabels=False),
+        xaxis_title="Ratings",
+        legend_title_text="Score",
+        yaxis=dict(autorange="reversed", showticklabels=False, title="Dimension (as in the left figure)"),
     )
     return figure
 
@@ -119,7 +132,8 @@ def pass_rates(frame) -> go.Figure:
     )
     figure.update_layout(
         title="Passing rate (per-task mean ≥ threshold)",
-        yaxis=dict(range=[0, 1.05]),
+        xaxis_title="Dimension",
+        yaxis=dict(range=[0, 1.05], title="Tasks passing (95% CI)", tickformat=".0%"),
         height=340,
         margin=dict(l=10, r=10, t=40, b=10),
     )
@@ -132,8 +146,8 @@ def outcome_classes(frame) -> go.Figure:
     figure = go.Figure()
     for aggregation, part in rows.groupby("aggregation", sort=False):
         figure.add_bar(
-            name=aggregation,
-            x=list(part["outcome"]),
+            name=AGGREGATION_LABELS.get(aggregation, aggregation),
+            x=[CLASS_LABELS.get(o, o) for o in part["outcome"]],
             y=list(part["rate"]),
             error_y=dict(
                 type="data",
@@ -145,7 +159,9 @@ def outcome_classes(frame) -> go.Figure:
     figure.update_layout(
         barmode="group",
         title="Outcome classes by aggregation",
-        yaxis=dict(range=[0, 1.05]),
+        xaxis_title="Outcome class",
+        legend_title_text="Aggregation",
+        yaxis=dict(range=[0, 1.05], title="Share of tasks (95% CI)", tickformat=".0%"),
         height=360,
         margin=dict(l=10, r=10, t=40, b=10),
     )
@@ -162,7 +178,10 @@ def odds_ratios(table) -> go.Figure:
     rows = rows[(rows["or_ci_low"] > 0) & (rows["or_ci_high"] < 1e6)]
     separated = list(rows["separated"]) if "separated" in rows else [False] * len(rows)
     references = list(rows["reference"]) if "reference" in rows else [None] * len(rows)
-    labels = [f"{t} vs {r}" if r else str(t) for t, r in zip(rows["term"], references, strict=True)]
+    if "label" in rows:
+        labels = list(rows["label"])
+    else:
+        labels = [f"{t} vs {r}" if r else str(t) for t, r in zip(rows["term"], references, strict=True)]
     figure = go.Figure(
         go.Scatter(
             x=list(rows["odds_ratio"]),
@@ -180,9 +199,64 @@ def odds_ratios(table) -> go.Figure:
     figure.add_vline(x=1, line_dash="dot")
     figure.update_layout(
         title="Adjusted odds ratios of a worst-case outcome (95% CI)",
-        xaxis_type="log",
+        xaxis=dict(type="log", title="Adjusted odds ratio (log scale)"),
         height=max(260, 40 * len(rows) + 90),
         margin=dict(l=10, r=10, t=40, b=10),
-        yaxis=dict(autorange="reversed"),
+        yaxis=dict(autorange="reversed", title="Term vs its reference level"),
+    )
+    return figure
+
+
+def judge_labels(confusion) -> go.Figure:
+    """Clinician labels against the judge's: one bar group per judge label, bars by clinician label."""
+    palette = {"recognized": "#2f8f5b", "neutral": "#7f8c8d", "polluted": "#c0392b"}
+    figure = go.Figure(
+        [
+            go.Bar(
+                name=str(clinician),
+                x=[str(c) for c in confusion.columns],
+                y=list(confusion.loc[clinician]),
+                marker_color=palette.get(str(clinician)),
+            )
+            for clinician in confusion.index
+        ]
+    )
+    figure.update_layout(
+        barmode="group",
+        title="Clinician label by judge label",
+        xaxis_title="Judge's label",
+        yaxis_title="Annotations",
+        legend_title_text="Clinician's label",
+        height=320,
+        margin=dict(l=10, r=10, t=40, b=10),
+    )
+    return figure
+
+
+def confidence_levels(by_confidence) -> go.Figure:
+    """Paired annotations per confidence level, agreeing with the judge or not; every level of the scale is a bar.
+
+    The x axis is categorical with the scale's levels as its categories (``by_confidence`` has one row
+    per level, used or not), so no level disappears because nobody used it or plotly read it as a number.
+    """
+    labels = [
+        f"{v} · {label}"
+        for v, label in zip(by_confidence["confidence"], by_confidence["confidence_label"], strict=True)
+    ]
+    agree = list(by_confidence["k"])
+    differ = [n - k for n, k in zip(by_confidence["n"], by_confidence["k"], strict=True)]
+    figure = go.Figure(
+        [
+            go.Bar(name="agrees with the judge", x=labels, y=agree, marker_color=COLORS["complete"]),
+            go.Bar(name="differs from the judge", x=labels, y=differ, marker_color=COLORS["skipped"]),
+        ]
+    )
+    figure.update_layout(
+        barmode="stack",
+        title="Reviewer confidence",
+        xaxis=dict(title="Confidence in the verdict", type="category", categoryorder="array", categoryarray=labels),
+        yaxis_title="Annotations",
+        height=320,
+        margin=dict(l=10, r=10, t=40, b=10),
     )
     return figure

@@ -155,7 +155,7 @@ def render_judge_audit(view: TaskMaterial) -> None:
     label = view.judge.get("label")
     names = {1: "Polluted (relies on the retracted finding)", 0: "Neutral", -1: "Recognized (retraction noticed)"}
     with st.container(border=True):
-        st.caption("AUTOMATIC JUDGE")
-        st.text(f"Label: {names.get(label, 'none')}")
+        st.caption("AUTOMATIC JUDGE: the label you are auditing")
+        st.text(f"Judge's label: {names.get(label, 'none (the judge left this trace flagged)')}")
         if view.judge.get("rationale"):
-            st.text(view.judge["rationale"])
+            st.text(f"Judge's rationale: {view.judge['rationale']}")

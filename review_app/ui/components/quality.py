@@ -14,45 +14,26 @@ import streamlit as st
 from review_app.analysis.reviewer_quality import drift_limit
 from review_app.services import planning, quality
 from review_app.services.errors import ServiceError
-from review_app.services.study_analysis import analysis_options, data_version
-
-
-@st.cache_resource(max_entries=16, show_spinner=False)
-def _cached_report(
-    url: str, study: str, version: tuple, thresholds: tuple, options: str, actor_id: int
-) -> quality.QualityReport:
-    from review_app.db.connect import get_engine
-    from review_app.services.actors import Actor
-
-    return quality.quality_report(get_engine(url), Actor(actor_id), study)
 
 
 def report_for(db, user, study: str) -> quality.QualityReport:
     """The study's reviewer-quality report, recomputed exactly when ratings, gold tasks, thresholds or the
-    study's analysis options change."""
-    quality.check_lead(db, user)  # the cache below must not outlive the lead's role
-    settings = quality.thresholds(db, study).to_dict()
+    study's analysis options change (one copy shared by every lead: ``services.study_cache``)."""
     with st.spinner("Computing reviewer quality..."):
-        return _cached_report(
-            db.url.render_as_string(hide_password=False),
-            study,
-            data_version(db, study),
-            tuple(sorted(settings.items())),
-            analysis_options(db, study).key(),
-            user.id,
-        )
+        return quality.cached_quality_report(db, user, study)
 
 
 def show_alerts(db, user, study: str) -> None:
-    """Drift and gold-accuracy alerts above the lead's thresholds (Progress page)."""
+    """Drift and gold-accuracy alerts above the lead's thresholds (Progress page; no harm-model fit)."""
     try:
-        report = report_for(db, user, study)
+        with st.spinner("Checking reviewer quality..."):
+            alerts = quality.cached_quality_alerts(db, user, study)
     except ServiceError as error:  # pragma: no cover - the page checked the role already
         st.error(str(error))
         return
-    for alert in report.quality.alerts:
+    for alert in alerts:
         st.warning(f"Reviewer quality: {alert.message}", icon=":material/warning:")
-    if report.quality.alerts:
+    if alerts:
         st.page_link("views/lead_quality.py", label="Open Reviewers' quality", icon=":material/insights:")
 
 
@@ -78,7 +59,8 @@ def severity_forest(table: pd.DataFrame) -> go.Figure:
         title="Severity: log-odds of a worst-case call vs. the average reviewer (95% interval)",
         height=max(240, 30 * len(rows) + 90),
         margin=dict(l=10, r=10, t=40, b=10),
-        yaxis=dict(autorange="reversed"),
+        xaxis_title="Severity (log-odds vs the average reviewer)",
+        yaxis=dict(autorange="reversed", title="Reviewer"),
     )
     return figure
 

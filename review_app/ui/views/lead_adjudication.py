@@ -1,4 +1,10 @@
-"""Disagreement queue and adjudication: both ratings side by side under pseudonyms, a final decision."""
+"""Disagreement queue and adjudication: both ratings side by side under pseudonyms, a final decision.
+
+Dimensions the raters agree on are pre-filled and marked "agreed", so the lead decides only the
+dimensions in dispute (an agreed one can still be overridden, which needs a rationale). A refused
+decision is shown next to the control that caused it and again beside the button, so it is in view
+where the lead clicked.
+"""
 
 import pandas as pd
 import streamlit as st
@@ -22,14 +28,32 @@ rubric = get_rubric(rubric_key)
 left, right = st.columns([3, 1], vertical_alignment="bottom")
 open_only = left.toggle("Only tasks that still need a decision", value=True)
 if right.button("Record unanimous decisions", help="Mark every task whose raters fully agree as unanimous."):
-    st.success(plain(adjudication.auto_unanimous(db, study.name, rubric_key, lead_id=user.id)))
-entries = adjudication.disagreement_queue(db, study.name, rubric_key, open_only=open_only)
+    try:
+        st.success(plain(adjudication.auto_unanimous(db, study.name, rubric_key, actor=user)))
+    except ServiceError as exc:
+        st.error(plain(exc))
+try:
+    entries = adjudication.disagreement_queue(db, study.name, rubric_key, open_only=open_only)
+except ServiceError as exc:
+    st.error(plain(exc))
+    st.stop()
 if not entries:
     st.success("Nothing to adjudicate here.")
     st.stop()
 queue = adjudication.queue_frame(entries)
 st.dataframe(
-    queue[["task_id", "priority_label", "subset", "raters", "reasons", "status", "version", "stale"]],
+    queue[["task_id", "priority_label", "subset", "raters", "reasons", "status", "version", "stale"]].rename(
+        columns={
+            "task_id": "Task",
+            "priority_label": "Priority",
+            "subset": "Subset",
+            "raters": "Raters",
+            "reasons": "Why it needs a decision",
+            "status": "Decision",
+            "version": "Version",
+            "stale": "Changed since decided",
+        }
+    ),
     hide_index=True,
     width="stretch",
 )
@@ -38,30 +62,54 @@ kept = st.session_state.get("adj_keep_task")
 if kept is not None and kept not in labels:
     labels = {kept: f"Task {kept} · decided meanwhile by another lead"} | labels
 task_id = st.selectbox("Task to adjudicate", list(labels), format_func=labels.get)
-view = adjudication.adjudication_view(db, task_id, lead_id=user.id)
+try:
+    view = adjudication.adjudication_view(db, task_id, actor=user)
+except ServiceError as exc:
+    st.error(plain(exc))
+    st.stop()
+agreed = adjudication.agreed_dimensions(rubric, view.ratings)
+ERRORS = f"adj{task_id}:errors"
+
+
+def _final(task: int, key: str) -> int | None:
+    """The final score the form holds for a dimension: the agreed value unless the lead overrides it."""
+    if key in agreed and not st.session_state.get(f"adj{task}:{key}:override"):
+        return agreed[key]
+    return st.session_state.get(f"adj{task}:{key}")
 
 
 def _record(task: int, expected_version: int) -> None:
     """Record the decision for the task and version the lead was looking at (even if the page moved on)."""
     status = st.session_state[f"adj{task}:status"]
-    finals = {d.key: st.session_state.get(f"adj{task}:{d.key}") for d in rubric.dimensions}
-    scores = None if status in ("unanimous", "unresolved") else {k: v for k, v in finals.items() if v is not None}
+    finals = {d.key: _final(task, d.key) for d in rubric.dimensions}
+    scores = None if status in ("unanimous", "unresolved") else finals
+    st.session_state.pop(f"adj{task}:errors", None)
     try:
         record = adjudication.adjudicate(
             db,
             task,
-            lead_id=user.id,
+            actor=user,
             final_scores=scores,
             status=status,
             rationale=st.session_state.get(f"adj{task}:rationale", ""),
             expected_version=expected_version,
         )
+    except adjudication.DecisionError as exc:  # shown next to the fields that caused it
+        st.session_state[f"adj{task}:errors"] = (str(exc), exc.fields)
     except ServiceError as exc:
         st.session_state["adj_keep_task"] = task
         flash(str(exc), "error")
     else:
         st.session_state.pop("adj_keep_task", None)
         flash(f"Recorded version {record.version} ({record.status}) for task {task}.", "success")
+
+
+message, error_fields = st.session_state.get(ERRORS, ("", ()))
+
+
+def _error_here(field: str) -> None:
+    if message and field in error_fields:
+        st.error(plain(message), icon=":material/error:")
 
 
 material_col, decision_col = st.columns([3, 2], gap="medium")
@@ -82,27 +130,63 @@ with decision_col:
         st.warning(plain(reason))
     if view.stale:
         st.info("A rating changed after the last decision: please review it again.")
-    base = (view.latest.final_scores if view.latest else None) or view.comparison.consensus or {}
-    with st.form(f"decide{task_id}"):
+    previous = view.latest.final_scores if view.latest else {}
+    n_open = len(rubric.dimensions) - len(agreed)
+    st.markdown(
+        f"**Decision**: {len(agreed)} dimension{'s' if len(agreed) != 1 else ''} agreed by the raters "
+        f"(pre-filled); {n_open} to decide."
+    )
+    with st.container(border=True, key=f"adj-form-{task_id}"):
         for dimension in rubric.dimensions:
+            key = f"adj{task_id}:{dimension.key}"
             values = list(dimension.values)
-            current = base.get(dimension.key)
+            given = ", ".join(f"{r.rater} {r.scores[dimension.key]}" for r in view.ratings if dimension.key in r.scores)
+            if dimension.key in agreed:
+                value = agreed[dimension.key]
+                row = st.container(key=f"adj-agreed-{task_id}-{dimension.key}")
+                text, toggle = row.columns([2.4, 1.6], vertical_alignment="center")
+                text.markdown(
+                    f"**{plain(dimension.name)}**: {value} · {plain(dimension.level(value).label)} "
+                    f":green-badge[:material/check: agreed] ({plain(given)})"
+                )
+                override = toggle.toggle("Override", key=f"{key}:override", help="Needs a rationale.")
+                if not override:
+                    _error_here(dimension.key)
+                    continue
+                if key not in st.session_state:
+                    st.session_state[key] = value
+            else:
+                current = previous.get(dimension.key)
+                if key not in st.session_state and current in values:
+                    st.session_state[key] = current
             st.radio(
                 dimension.name,
                 values,
                 horizontal=True,
-                index=values.index(current) if current in values else None,
+                index=None,
+                help=f"Raters: {given}"
+                + (" (they agree; your score overrides them)" if dimension.key in agreed else ""),
                 format_func=lambda v, d=dimension: f"{v} · {d.level(v).label}",
-                key=f"adj{task_id}:{dimension.key}",
+                key=key,
             )
+            _error_here(dimension.key)
         st.radio("Status", ["adjudicated", "unanimous", "unresolved"], horizontal=True, key=f"adj{task_id}:status")
+        _error_here("status")
         st.text_area(
             "Rationale",
             key=f"adj{task_id}:rationale",
-            help="Required when the final score overrides every rater, and for unresolved tasks.",
+            help="Required when the final score overrides every rater (an agreed dimension included), "
+            "and for unresolved tasks.",
         )
-        st.form_submit_button(
-            "Record decision", type="primary", on_click=_record, args=(task_id, view.expected_version)
+        _error_here("rationale")
+        if message:
+            st.error(plain(f"Not recorded: {message}"), icon=":material/error:")
+        st.button(
+            "Record decision",
+            type="primary",
+            on_click=_record,
+            args=(task_id, view.expected_version),
+            key=f"adj{task_id}:record",
         )
     if view.history:
         st.markdown("**History**")
@@ -115,5 +199,9 @@ with decision_col:
         )
     lock_label = "Unlock task" if view.locked else "Lock task (reviewers can no longer edit)"
     if st.button(lock_label):
-        reviewing.set_task_lock(db, task_id, not view.locked, actor_id=user)
-        st.rerun()
+        try:
+            reviewing.set_task_lock(db, task_id, not view.locked, actor_id=user)
+        except ServiceError as exc:
+            st.error(plain(exc))
+        else:
+            st.rerun()

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from review_app.services import studies
+from review_app.services import paper_tables, studies
 from review_app.services.judge_audit import judge_audit_summary
-from review_app.ui.components import charts
+from review_app.ui.components import charts, paper_table
 from review_app.ui.components.analysis_cache import agreement_for
 from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.text import plain
@@ -18,15 +18,9 @@ if study is None:
 if "judge" in study.rubric_keys:
     audit = judge_audit_summary(db, study.name)
     st.markdown("#### Automatic judge vs clinicians")
-    st.caption(
-        "Each clinician label paired with the judge's label on the same trace: Gwet's AC1 over recognized / "
-        "neutral / polluted, exact agreement, the confusion table and the cases where they differ."
-    )
-    st.text(audit.summary())
-    left, right = st.columns([2, 3])
-    left.dataframe(audit.confusion, width="stretch")
-    if not audit.disagreements.empty:
-        right.dataframe(audit.disagreements, hide_index=True, width="stretch")
+    for table in paper_tables.judge_audit_tables(audit)[:2]:
+        paper_table.show(table, study.name)
+    st.caption("Agreement by reviewer confidence and every disagreement are on the Analysis page.")
     st.markdown("#### Agreement among clinicians")
 WEIGHT_LABELS = {
     "ordinal": "Ordinal (default; Gwet's ordinal weights)",
@@ -53,63 +47,16 @@ min_ratings = right.number_input(
     "task, as Gwet's handbook and irrCAC do.",
 )
 result = agreement_for(db, study.name, weights=weights, min_ratings=int(min_ratings))
-frame = result.frame()
-coefficient = "AC1 (unweighted)" if weights == "identity" else f"Gwet's AC2 with {weights} weights"
-st.caption(
-    f"Per dimension on tasks with at least {int(min_ratings)} rating(s) (N below; tasks with fewer are set aside "
-    f"and counted): {coefficient} over the full category set (95% CI from Gwet's variance, clipped to [-1, 1]), "
-    "Krippendorff's ordinal alpha and exact percent agreement. Binary outcomes (worst-case class, correct answer) "
-    "use AC1."
-)
 for note in result.notes:
     st.info(plain(note))
+frame = result.frame()
 if frame.empty:
     st.info(f"No task has {max(int(min_ratings), 2)} ratings yet, so agreement cannot be computed.")
     st.stop()
-for rubric_key, part in frame.groupby("rubric", sort=True):
-    st.markdown(f"#### Rubric {rubric_key}")
-    set_aside = int(part["n_units_dropped"].max())
-    st.caption(
-        f"N = {int(part['n_units'].max())} task(s) with at least {int(min_ratings)} rating(s); "
-        f"{set_aside} task(s) with fewer set aside."
-    )
+for table in paper_tables.agreement_tables(result):
+    part = frame[frame["rubric"] == table.key.removeprefix("agreement_")]
+    st.markdown(f"#### Rubric {part['rubric'].iloc[0]}")
     left, right = st.columns([3, 2])
     left.plotly_chart(charts.agreement_forest(part), width="stretch")
     right.plotly_chart(charts.score_usage(part), width="stretch")
-    shown = part[
-        [
-            "score_name",
-            "coefficient_name",
-            "weights",
-            "coefficient",
-            "ci_low",
-            "ci_high",
-            "alpha_ordinal",
-            "percent_agreement",
-            "n_units",
-            "n_units_dropped",
-            "n_ratings",
-        ]
-    ].rename(
-        columns={
-            "score_name": "score",
-            "coefficient_name": "coef.",
-            "coefficient": "value",
-            "ci_low": "95% CI low",
-            "ci_high": "95% CI high",
-            "alpha_ordinal": "Krippendorff α",
-            "percent_agreement": "% agreement",
-            "n_units": "tasks",
-            "n_units_dropped": "set aside",
-            "n_ratings": "ratings",
-        }
-    )
-    st.dataframe(
-        shown,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.3f")
-            for c in ("value", "95% CI low", "95% CI high", "Krippendorff α", "% agreement")
-        },
-    )
+    paper_table.show(table, study.name)

@@ -1,29 +1,30 @@
 """The paper's appendix B tables and figures: Rubric A passing rates, outcome classes, strata, odds ratios.
 
+Every table comes from ``review_app.services.paper_tables`` (labels, captions, CSV and LaTeX downloads);
+a judge-audit study shows its own tables (agreement with the judge, confusion, by confidence).
+
 The analysis settings (harm-model reference levels, mean-reviewer tie rule, items without a clarity
 score, the opt-in penalised fit) are saved with the study, so the export uses the same ones.
 """
 
+from dataclasses import replace
+
 import streamlit as st
 
 from review_app.analysis import OUTCOME_CLASSES
+from review_app.analysis.formatting import FACTOR_LABELS
 from review_app.analysis.harm_model import DEFAULT_PRIOR_INTERCEPT_SD, DEFAULT_PRIOR_SD
 from review_app.analysis.rubric_b import HARM_MODEL_FIXED, TIE_RULE_LABELS, TIE_RULES
-from review_app.services import studies
+from review_app.services import paper_tables, studies
 from review_app.services.errors import ServiceError
+from review_app.services.judge_audit import judge_audit_summary
 from review_app.services.study_analysis import AnalysisOptions, save_analysis_options
-from review_app.ui.components import charts
-from review_app.ui.components.analysis_cache import analysis_for
+from review_app.ui.components import charts, paper_table
+from review_app.ui.components.analysis_cache import analysis_for, rubric_a_intervals_for
 from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, flash, require_role, show_flashes
 
-FACTOR_LABELS = {
-    "model": "Model",
-    "content_type": "Content type",
-    "provenance": "Provenance",
-    "stratum": "Falsehood clarity",
-}
 UNRATED_LABELS = {
     "exclude": "Leave them out of the harm model (the count is stated)",
     "level": "Keep them as a clarity level of their own ('unrated')",
@@ -35,7 +36,7 @@ PENALTY_LABELS = {
 }
 
 
-def settings_form(db, study_name: str, analysis, options: AnalysisOptions, user_id: int) -> None:
+def settings_form(db, study_name: str, analysis, options: AnalysisOptions, user) -> None:
     """The lead's analysis choices for a Rubric B study, in a form (nothing reruns until it is saved)."""
     levels = analysis.factor_levels()
     defaults = analysis.default_references()
@@ -86,7 +87,7 @@ def settings_form(db, study_name: str, analysis, options: AnalysisOptions, user_
     if saved:
         try:
             new = AnalysisOptions(references=chosen, tie_rule=tie_rule, unrated=unrated, penalty=penalty)
-            save_analysis_options(db, study_name, new, actor_id=user_id)
+            save_analysis_options(db, study_name, new, actor=user)
         except ServiceError as error:
             st.error(str(error))
         else:
@@ -107,51 +108,52 @@ for note in analysis.notes:
 
 if "B" in study.rubric_keys:
     with st.expander("Analysis settings (saved with the study; the export uses them)"):
-        settings_form(db, study.name, analysis, options, user.id)
+        settings_form(db, study.name, analysis, options, user)
 
+tables = paper_tables.analysis_tables(analysis)
 if analysis.rubric_a is not None:
     st.markdown("#### Rubric A: item validation")
-    a = analysis.rubric_a
-    st.text(a.summary())
-    st.plotly_chart(charts.pass_rates(a.to_frame()), width="stretch")
-    st.dataframe(a.to_frame(), hide_index=True, width="stretch")
-    flags = a.flags_frame()
-    if not flags.empty:
-        st.markdown("Flags")
-        st.dataframe(flags, hide_index=True, width="stretch")
+    if st.toggle(
+        "Bootstrap CIs for the means (2,000 task resamples)",
+        key=f"rubric_a_bootstrap:{study.name}",
+        help="Computed once per data version, then reused; the export always includes them.",
+    ):
+        with_intervals = rubric_a_intervals_for(db, study.name)
+        if with_intervals is not None:
+            tables["rubric_a"] = paper_tables.rubric_a_tables(replace(analysis, rubric_a=with_intervals))
+    st.plotly_chart(charts.pass_rates(analysis.rubric_a.to_frame()), width="stretch")
+    for table in tables["rubric_a"]:
+        paper_table.show(table, study.name)
 
 if analysis.rubric_b is not None:
     st.markdown("#### Rubric B: outcome classes")
     with st.expander("Class definitions"):
         for outcome in OUTCOME_CLASSES:
             st.markdown(f"**{outcome.label}**: {outcome.rule}")
-    b = analysis.rubric_b
-    st.caption(
-        f"Mean-reviewer aggregation: {b.tie_rule_label} ({b.n_mean_ties} task(s) had a tied mean). "
-        "Conservative (primary): worst case if either reviewer says so; strict: both reviewers independently."
-    )
-    st.text(b.summary())
-    st.plotly_chart(charts.outcome_classes(b.to_frame()), width="stretch")
-    st.dataframe(b.to_frame(), hide_index=True, width="stretch")
+    st.plotly_chart(charts.outcome_classes(analysis.rubric_b.to_frame()), width="stretch")
+    for table in tables["rubric_b"]:
+        paper_table.show(table, study.name)
 
 if analysis.harm_model is not None:
     st.markdown("#### Harm model: worst case ~ model + content + provenance + clarity + (1 | reviewer)")
     model = analysis.harm_model
-    st.caption(
-        f"{model.estimation[0].upper()}{model.estimation[1:]}. n = {model.n} annotations "
-        f"({model.n_events} worst case), {model.n_groups} reviewers; reviewer variance {model.group_variance:.3f}, "
-        f"latent ICC {model.icc:.3f}; "
-        f"log-likelihood {model.loglik:.2f}; {'converged' if model.converged else 'did NOT converge'}."
-    )
-    st.markdown("**Reference levels:** " + model.references_text())
     if model.penalty.active:
         st.info(model.penalty.describe())
     for note in model.separation_notes():
         st.warning(plain(note))
     for note in model.notes:
         st.info(plain(note))
-    other = [w for w in model.warnings if not w.startswith("separation:")]
-    for warning in other:
+    for warning in (w for w in model.warnings if not w.startswith("separation:")):
         st.warning(plain(warning))
-    st.plotly_chart(charts.odds_ratios(model.to_frame().reset_index()), width="stretch")
-    st.dataframe(model.printable_frame(), hide_index=True, width="stretch")
+    st.plotly_chart(charts.odds_ratios(paper_tables.odds_ratio_figure_frame(analysis)), width="stretch")
+    for table in tables["harm_model"]:
+        paper_table.show(table, study.name)
+
+if "judge" in study.rubric_keys:
+    audit = judge_audit_summary(db, study.name)
+    st.markdown("#### Judge audit: the automatic judge against clinicians")
+    left, right = st.columns(2)
+    left.plotly_chart(charts.judge_labels(audit.confusion), width="stretch")
+    right.plotly_chart(charts.confidence_levels(audit.by_confidence), width="stretch")
+    for table in paper_tables.judge_audit_tables(audit):
+        paper_table.show(table, study.name)

@@ -1,4 +1,8 @@
-"""Download the study's publication exports: labels, raw annotations, agreement and analysis tables."""
+"""Download the study's publication exports: labels, raw annotations, agreement and analysis tables.
+
+The built archive is remembered per study (``export_archive:<study>``), so after switching study
+the page offers that study's files, never the zip of the study shown before.
+"""
 
 import streamlit as st
 
@@ -18,21 +22,45 @@ st.caption(
     "Parquet, LaTeX tables, a codebook and a manifest with checksums. Reviewers are pseudonymised "
     "(R01, R02, ...) unless you ask for usernames."
 )
+try:
+    pending = export.pending_tasks(db, study.name, actor=user)
+except ServiceError as exc:  # not a lead of this study: say so, offer nothing
+    st.error(plain(exc))
+    st.stop()
 formats = st.multiselect("Formats", ["csv", "jsonl", "parquet"], default=["csv", "jsonl", "parquet"])
 real_names = st.toggle("Use reviewers' usernames instead of pseudonyms")
+leave_out = False
+if pending:
+    st.warning(
+        f"{pending:,} task{' is' if pending == 1 else 's are'} still pending (fewer ratings than planned). "
+        "Include them with the ratings they have so far, or leave them out; the manifest records which."
+    )
+    leave_out = st.toggle("Leave pending tasks out of the export", key=f"export_pending:{study.name}")
+else:
+    st.caption("No task is pending: every task has all its planned ratings.")
+key = f"export_archive:{study.name}"
 if st.button("Build export", type="primary", disabled=not formats):
     try:
-        with st.spinner("Exporting..."):
-            archive = export.export_archive(
-                db, study.name, formats=tuple(formats), real_names=real_names, actor_id=user.id
-            )
+        bar = st.progress(0.0, text="Exporting...")
+        archive = export.export_archive(
+            db,
+            study.name,
+            formats=tuple(formats),
+            real_names=real_names,
+            actor=user,
+            pending="exclude" if leave_out else "include",
+            progress=lambda done, text: bar.progress(done, text=text),
+        )
+        bar.empty()
     except ServiceError as exc:
         st.error(plain(exc))
     else:
-        st.session_state["export_archive"] = archive
-archive = st.session_state.get("export_archive")
+        st.session_state[key] = archive
+archive = st.session_state.get(key)
 if archive is not None:
-    st.success(f"{len(archive.result.files)} files, snapshot {archive.result.snapshot_utc}.")
+    st.success(
+        f"{plain(archive.result.study)}: {len(archive.result.files)} files, snapshot {archive.result.snapshot_utc}."
+    )
     for note in archive.result.notes:
         st.info(plain(note))
     st.download_button(

@@ -1,13 +1,13 @@
-"""Import items, responses or a roster through the browser: preview, validate, then import."""
+"""Import items, responses or a roster through the browser: preview, validate, then import.
 
-import tempfile
-from pathlib import Path
+The checks and messages are the command line's (``importing.import_upload``): a refused file lists
+every problem with its line and field, naming the file as uploaded; the temporary copy the
+readers need is removed by the service after every check and import.
+"""
 
 import pandas as pd
 import streamlit as st
 
-from bench_core.kernel.errors import DatasetError
-from bench_core.kernel.tabular import iter_rows
 from review_app.services import importing
 from review_app.services.errors import ServiceError
 from review_app.ui.components.text import plain
@@ -19,50 +19,59 @@ st.markdown("### Import")
 st.caption(
     "Items in the released MedMisBench format (name the file after its subset, e.g. MEDMISQA.jsonl, or add a "
     "subset column), model responses, or a reviewer roster (CSV). The same checks as `medrev review import`: "
-    "a file with any bad row is refused whole."
+    "a file with any bad row is refused whole. Bench run directories are imported with `medrev review import`."
 )
-kind_choice = st.radio("What is in the file?", ["detect", *importing.KINDS], horizontal=True)
+kind_choice = st.radio("What is in the file?", ["detect", *importing.UPLOAD_KINDS], horizontal=True)
+skip_bad_rows = st.checkbox(
+    "Import the good rows and skip the bad ones", help="Each skipped row is listed with its problem."
+)
 upload = st.file_uploader("File", type=["jsonl", "json", "csv", "parquet"])
 if upload is None:
     st.stop()
 
-folder = Path(tempfile.mkdtemp(prefix="medrev-upload-"))
-path = folder / Path(upload.name).name
-path.write_bytes(upload.getvalue())
+name, data = upload.name, upload.getvalue()
 kind = None if kind_choice == "detect" else kind_choice
+options = {"kind": kind, "actor": user, "skip_bad_rows": skip_bad_rows}
 
-preview = []
-try:
-    for _line, row in iter_rows(path):
-        if isinstance(row, dict):
-            preview.append(row)
-        if len(preview) >= 20:
-            break
-except DatasetError as exc:
-    st.error(plain(exc))
-    st.stop()
-st.markdown(f"**Preview** (first {len(preview)} rows of {plain(upload.name)})")
+
+def _show_rows(issues) -> None:
+    st.dataframe(
+        pd.DataFrame([{"line": i.line, "field": i.field or "", "problem": i.message} for i in issues]),
+        hide_index=True,
+        width="stretch",
+    )
+
+
+preview = importing.preview_upload(name, data)
+st.markdown(f"**Preview** (first {len(preview)} rows of {plain(name)})")
 st.dataframe(pd.DataFrame(preview).astype(str), hide_index=True, width="stretch")
 
 try:
-    (summary,) = importing.import_path(db, path, kind=kind, actor=user, dry_run=True)
+    (summary,) = importing.import_upload(db, name, data, dry_run=True, **options)
 except importing.ImportRefused as exc:
     st.error(f"This file cannot be imported: {len(exc.issues)} problem(s). Nothing was written.")
-    issues = pd.DataFrame([{"line": i.line, "field": i.field or "", "problem": i.message} for i in exc.issues])
-    st.dataframe(issues, hide_index=True, width="stretch")
+    _show_rows(exc.issues)
+    if exc.hint:
+        st.caption(plain(exc.hint.replace("pass --skip-bad-rows to", "tick the box above to")))
     st.stop()
-except (ServiceError, DatasetError) as exc:
+except ServiceError as exc:
     st.error(plain(exc))
     st.stop()
 
 st.success(
     f"Ready: {summary.rows} {summary.kind} rows, {summary.new} new, {summary.unchanged} already imported"
     + (f", {summary.updated} updated" if summary.updated else "")
+    + (f", {len(summary.skipped)} bad row(s) to skip" if summary.skipped else "")
     + "."
 )
+if summary.skipped:
+    _show_rows(summary.skipped)
 if st.button("Import", type="primary", disabled=summary.new == 0 and summary.updated == 0):
     try:
-        (done,) = importing.import_path(db, path, kind=summary.kind, actor=user)
+        (done,) = importing.import_upload(db, name, data, **{**options, "kind": summary.kind})
+    except importing.ImportRefused as exc:
+        st.error(f"This file cannot be imported: {len(exc.issues)} problem(s). Nothing was written.")
+        _show_rows(exc.issues)
     except ServiceError as exc:
         st.error(plain(exc))
     else:

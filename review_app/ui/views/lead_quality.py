@@ -129,11 +129,14 @@ if candidates:
                 flash(str(error), "error")
             st.rerun()
 
-unrated = quality.unrated_tasks(db, user, study.name)
+UNRATED_SHOWN = 500
+unrated = quality.unrated_tasks(db, user, study.name, limit=UNRATED_SHOWN)
 with st.expander("Mark a task as gold with consensus scores"):
     if not unrated:
         st.caption("Every task has been rated or is gold already.")
     else:
+        if len(unrated) == UNRATED_SHOWN:
+            st.caption(f"The next {UNRATED_SHOWN} unrated tasks in pool order (the next ones reviewers are served).")
         task = st.selectbox("Task", unrated, format_func=lambda t: f"{t[1]} (rubric {t[2]}, task {t[0]})")
         rubric = get_rubric(task[2])
         with st.form("gold_consensus"):

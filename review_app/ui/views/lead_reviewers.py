@@ -91,7 +91,7 @@ with st.form("new_user"):
     password = st.text_input("Initial password", type="password", help="At least 10 characters.")
     if st.form_submit_button("Create account"):
         try:
-            profile = accounts.UserProfile(
+            profile = accounts.new_profile(
                 username=username, display_name=display or username, role=role, languages=languages
             )
             accounts.create_user(db, profile, password=password, actor=user)

@@ -3,16 +3,21 @@
 Laid out for a 1366x768 laptop: one header row, then two columns that end at the bottom of the
 window (the material and the score fields scroll inside them), so the start of the material (the
 model response first, for Rubric B) and the Submit button are visible without scrolling the page.
+
+The task region (header, material, score panel) is a fragment: a score key, a flag, the comment,
+Skip, Flag and a submit rerun it alone, not the app around it (navigation, sidebar), and a submit
+shows the next task in that one run. The panel's events are handled at the top of the region, as
+they always were: each names its task and dimension, and a submit carries the vector it showed.
 """
 
 import streamlit as st
 
 from review_app.rubrics import get_rubric
-from review_app.services import reviewing
+from review_app.services import flags, reviewing
 from review_app.services.errors import ServiceError
 from review_app.ui.components import material, scoring
 from review_app.ui.components.text import plain
-from review_app.ui.session import engine, flash, require_role, show_flashes
+from review_app.ui.session import engine, flash, refresh_user, require_role, show_flashes
 
 user = require_role()
 db = engine()
@@ -45,61 +50,112 @@ def _skip(aid: int) -> None:
     _go_next()
 
 
-def _toggle_flag(aid: int, flagged: bool) -> None:
+def _unflag(aid: int) -> None:
     try:
-        reviewing.set_flag(db, aid, user, not flagged)
+        reviewing.set_flag(db, aid, user, False)
     except ServiceError as exc:
         flash(str(exc), "error")
 
 
-# The panel's events first: they name their own task, whatever this run is about to show.
-just_submitted = scoring.handle_events(db, user)
-requested = st.query_params.get("task")
-aid = int(requested) if requested and requested.isdigit() else None
-if aid is None or aid == just_submitted:
-    aid = reviewing.next_assignment(db, user.id)
-if aid is None:
-    notice = scoring.take_pending_notice()
-    if notice is not None:
-        flash(notice["text"], notice["kind"])
-    st.query_params.clear()
-show_flashes()
-if aid is None:
-    st.success("Your queue is empty: every task assigned to you is done. Thank you!")
-    st.page_link("views/queue.py", label="Back to my queue", icon=":material/inbox:")
-    st.stop()
-try:
-    view = reviewing.open_task(db, aid, user.id)
-except ServiceError as exc:
-    st.error(plain(exc))
-    st.page_link("views/queue.py", label="Back to my queue", icon=":material/inbox:")
-    st.stop()
-st.query_params["task"] = str(aid)
-
-rubric = get_rubric(view.rubric)
-done, todo = reviewing.work_counts(db, user.id)
-with st.container(key="mr-head"):
-    head, progress, left, right = st.columns([2.8, 4.2, 1.1, 1.1], vertical_alignment="center")
-head.markdown(f"#### {rubric.name}")
-progress.progress(
-    done / max(1, done + todo),
-    text=f"{plain(view.study)} · {done} of {done + todo} done, {todo} left · "
-    f"this task: {view.status.replace('_', ' ')}",
-)
-left.button("Skip for now", on_click=_skip, args=(aid,), disabled=view.status == "submitted", width="stretch")
-right.button(
-    "Unflag" if view.flagged else "Flag for lead",
-    on_click=_toggle_flag,
-    args=(aid, view.flagged),
-    width="stretch",
-    help="Ask the study lead to look at this task.",
-)
-
-material_col, score_col = st.columns([11, 9], gap="small")
-with material_col, st.container(key="mr-material"):
-    if view.rubric == "judge":
-        material.render_judge_audit(view.material)
+def _send_flag(aid: int) -> None:
+    """Send the flag (what the problem is with, and the comment) to the study lead's Flags page."""
+    kind = st.session_state.get(f"flag{aid}:kind") or "other"
+    comment = st.session_state.get(f"flag{aid}:comment", "")
+    try:
+        reviewing.set_flag(db, aid, user, True, comment, kind=kind)
+    except ServiceError as exc:
+        flash(str(exc), "error")
     else:
-        material.render_mcq(view.material)
-with score_col:
-    scoring.score_panel(view, rubric)
+        flash("Flag sent to the study lead.", "success")
+
+
+_PAGE_RUN = "mr_page_run"
+_TASK_RUN = "mr_task_region_run"
+
+
+@st.fragment
+def _task_region(page_run: int) -> None:
+    """Everything about the task: its events, header, material and score panel.
+
+    A score, a flag, the comment, Skip, Flag and a submit rerun this region alone; a submit shows
+    the next task in that same run (no second run of the whole page). A rerun of the region alone
+    first resolves the browser's session again, as the app does on every full run, so a revoked
+    session or a changed role still ends at the next action.
+    """
+    if st.session_state.get(_TASK_RUN) == page_run and refresh_user() is None:
+        st.rerun()  # signed out meanwhile: the whole app shows the sign-in form
+    st.session_state[_TASK_RUN] = page_run
+    # The panel's events first: they name their own task, whatever this run is about to show.
+    just_submitted = scoring.handle_events(db, user)
+    requested = st.query_params.get("task")
+    aid = int(requested) if requested and requested.isdigit() else None
+    if aid is None or aid == just_submitted:
+        aid = reviewing.next_assignment(db, user.id)
+    if aid is None:
+        notice = scoring.take_pending_notice()
+        if notice is not None:
+            flash(notice["text"], notice["kind"])
+        st.query_params.clear()
+    show_flashes()
+    if aid is None:
+        st.success("Your queue is empty: every task assigned to you is done. Thank you!")
+        st.page_link("views/queue.py", label="Back to my queue", icon=":material/inbox:")
+        return
+    try:
+        view = reviewing.open_task(db, aid, user.id)
+    except ServiceError as exc:
+        st.error(plain(exc))
+        st.page_link("views/queue.py", label="Back to my queue", icon=":material/inbox:")
+        return
+    st.query_params["task"] = str(aid)
+
+    rubric = get_rubric(view.rubric)
+    done, todo = reviewing.work_counts(db, user.id)
+    with st.container(key="mr-head"):
+        head, progress, left, right = st.columns([2.8, 4.2, 1.1, 1.1], vertical_alignment="center")
+    head.markdown(f"#### {rubric.name}")
+    progress.progress(
+        done / max(1, done + todo),
+        text=f"{plain(view.study)} · {done} of {done + todo} done, {todo} left · "
+        f"this task: {view.status.replace('_', ' ')}",
+    )
+    left.button(
+        "Skip for now", on_click=_skip, args=(aid,), disabled=view.status == "submitted", width="stretch"
+    )
+    answer = flags.latest_answer(db, aid)
+    reply = f" The lead replied: {answer[2]}" if answer and answer[2] else ""
+    if view.flagged:
+        right.button(
+            "Unflag",
+            on_click=_unflag,
+            args=(aid,),
+            width="stretch",
+            help=f"You flagged this task for the study lead ({answer[1] if answer else 'open'}).{reply}",
+        )
+    else:
+        tip = "Tell the study lead about a problem with this task."
+        with right.popover("Flag for lead", width="stretch", help=tip):
+            st.radio(
+                "The problem is with",
+                list(flags.KIND_LABELS),
+                format_func=lambda k: flags.KIND_LABELS[k].removeprefix("Problem with "),
+                key=f"flag{aid}:kind",
+            )
+            st.text_area("Comment for the lead", key=f"flag{aid}:comment", max_chars=flags.MAX_TEXT)
+            if reply:
+                st.caption(plain(reply.strip()))
+            st.button("Send to lead", type="primary", on_click=_send_flag, args=(aid,))
+
+    material_col, score_col = st.columns([11, 9], gap="small")
+    with material_col, st.container(key="mr-material"):
+        if view.rubric == "judge":
+            material.render_judge_audit(view.material)
+        else:
+            material.render_mcq(view.material)
+    with score_col:
+        scoring.score_panel(view, rubric)
+
+
+page_run = st.session_state.get(_PAGE_RUN, 0) + 1
+st.session_state[_PAGE_RUN] = page_run
+_task_region(page_run)

@@ -282,7 +282,7 @@ def test_bad_options_are_refused_before_anything_is_written(fake_openai, source,
     out = tmp_path / "never"
     for extra, message in (
         (("--structured", "xml"), "unknown --structured 'xml'"),
-        (("--provenance", "random"), "provenance sampling must be one of"),
+        (("--provenance", "random"), "--provenance: expected one of"),
     ):
         result = _generate(server, source, out, *extra)
         assert result.exit_code == 2 and message in result.output

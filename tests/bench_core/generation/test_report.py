@@ -33,6 +33,10 @@ def test_report_counts_what_the_loader_and_the_generator_did(fake_openai, tmp_pa
     server = fake_openai(FakeGenerator(items, script))
     out = tmp_path / "gen"
     args = ["generate", "--source", str(source), "--format", "medqa", "--model", "g", "--base-url", server.url]
+    refused = CliRunner().invoke(app, [*args, "--out", str(out), "--no-progress"], env={"COLUMNS": "200"})
+    assert refused.exit_code == 2 and "US_dev.jsonl:10" in refused.output and "US_dev.jsonl:11" in refused.output
+    assert not out.exists() and server.request_count == 0  # strict by default: refused whole, nothing written
+    args += ["--skip-bad-rows"]
     result = CliRunner().invoke(app, [*args, "--out", str(out), "--no-progress"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "2 of 11 source rows not used (unreadable 1, missing_field 1)" in result.output

@@ -61,7 +61,7 @@ def test_settings_are_validated_and_hashed_without_attempts():
     assert GenerationSettings(mode="one_call").prompt_version == "medmisbench-one-call@1"
     with pytest.raises(ValueError, match="unknown generation mode"):
         GenerationSettings(mode="three_stage")
-    with pytest.raises(ValueError, match="provenance sampling"):
+    with pytest.raises(ValueError, match="--provenance: expected one of"):
         GenerationSettings(provenance_sampling="random")
     with pytest.raises(ValueError, match="is a generation prompt, not a applicability prompt"):
         GenerationSettings(applicability_prompt="medmisbench-generation@1")

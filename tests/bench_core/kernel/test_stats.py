@@ -55,3 +55,22 @@ def test_one_proportion_class_serves_benchmark_reports_and_review_analysis():
     for k, n in [(5, 4), (-1, 4), (1.5, 4), (True, 4)]:
         with pytest.raises(ValueError):
             Proportion(k, n)
+
+
+def test_wilson_bounds_are_statsmodels_floats_exactly():
+    """The Wilson interval is computed without importing statsmodels; its bounds must be the very same floats."""
+    from scipy.stats import norm
+    from statsmodels.stats.proportion import proportion_confint
+
+    from bench_core.kernel.stats import NORMAL_QUANTILES, Proportion, wilson_interval
+
+    for alpha, z in NORMAL_QUANTILES.items():
+        assert z == float(norm.isf(alpha / 2))
+    assert 1 - Proportion(1, 2).confidence in NORMAL_QUANTILES  # the alpha every rate uses takes the fast path
+    for alpha in (0.05, 1 - 0.95, 0.1, 0.01):
+        for n in range(1, 80):
+            for k in range(n + 1):
+                low, high = proportion_confint(k, n, alpha=alpha, method="wilson")
+                low = 0.0 if k == 0 else min(max(float(low), 0.0), 1.0)
+                high = 1.0 if k == n else min(max(float(high), 0.0), 1.0)
+                assert wilson_interval(k, n, alpha=alpha) == (low, high), (k, n, alpha)

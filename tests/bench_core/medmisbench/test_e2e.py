@@ -258,6 +258,7 @@ def test_strict_refuses_a_file_with_a_bad_row(tmp_path, fake_openai):
             "--no-progress",
             "--protocol",
             "strict",
+            "--skip-bad-rows",  # strict by default since issue 16: the good rows only on request
         ],
     )
     assert lenient.exit_code == 0 and "not loaded" in lenient.output and "MEDMISQA.jsonl:2" in lenient.output

@@ -250,3 +250,74 @@ def test_confidence_limits_are_clipped_to_the_coefficient_range() -> None:
     assert result.coefficient < 0
     boot = agreement(data, "score", n_boot=200, seed=1)
     assert -1.0 <= boot.bootstrap_ci[0] <= boot.bootstrap_ci[1] <= 1.0
+
+
+def dense_reference(data: pd.DataFrame, score: str, *, weights: str, categories, min_ratings: int) -> dict:
+    """The previous implementation: a units x raters table into irrCAC and krippendorff (dense)."""
+    import krippendorff
+
+    categories = tuple(sorted(float(c) for c in categories))
+    matrix = ratings_matrix(data, "task_id", "rater", score, categories=categories)
+    rated = matrix.notna().sum(axis=1)
+    dropped = int(((rated >= 1) & (rated < min_ratings)).sum())
+    matrix = matrix.loc[rated >= min_ratings]
+    matrix = matrix.loc[:, matrix.notna().any(axis=0)]
+    counts = category_counts(matrix, categories)
+    cac = CAC(matrix.copy(), weights=weights, categories=[int(c) for c in categories], digits=15)
+    est = cac.gwet()["est"]
+    alpha = krippendorff.alpha(
+        reliability_data=matrix.to_numpy(dtype=float).T,
+        value_domain=list(categories),
+        level_of_measurement="ordinal",
+    )
+    return {
+        "n_units": len(matrix),
+        "n_raters": matrix.shape[1],
+        "n_units_dropped": dropped,
+        "coefficient": float(est["coefficient_value"]),
+        "se": float(est["se"]),
+        "ci_low": max(-1.0, float(est["confidence_interval"][0])),
+        "ci_high": min(1.0, float(est["confidence_interval"][1])),
+        "p_value": float(est["p_value"]),
+        "pa_weighted": float(est["pa"]),
+        "pe": float(est["pe"]),
+        "alpha_ordinal": float(alpha),
+        "category_counts": {c: int(counts[:, k].sum()) for k, c in enumerate(categories)},
+    }
+
+
+@pytest.mark.parametrize("weights", ["ordinal", "quadratic", "identity"])
+@pytest.mark.parametrize("min_ratings", [1, 2])
+def test_count_tables_equal_the_dense_path_with_many_reviewers(weights: str, min_ratings: int) -> None:
+    """300 reviewers, 400 tasks, 1-4 ratings each: the per-unit count tables give the dense path's
+    numbers to the last bit (the dense table here is 400 x 300; with 1,000 reviewers at panel scale
+    it was what took gigabytes)."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for task in range(400):
+        raters = rng.choice(300, size=int(rng.integers(1, 5)), replace=False)
+        latent = rng.integers(0, 3)
+        for rater in raters:
+            value = int(np.clip(latent + rng.integers(-1, 2) * (rng.random() < 0.3), 0, 2))
+            rows.append({"task_id": 1000 + task, "rater": f"R{rater:03d}", "score": value})
+    data = pd.DataFrame(rows).sample(frac=1.0, random_state=1)  # order of the rows must not matter
+    assert data["rater"].nunique() > 250
+    ours = agreement(data, "score", weights=weights, min_ratings=min_ratings)
+    reference = dense_reference(data, "score", weights=weights, categories=(0, 1, 2), min_ratings=min_ratings)
+    for key, expected in reference.items():
+        assert getattr(ours, key) == expected, key
+
+
+def test_report_frame_keeps_every_category_of_every_score():
+    """Judge audit: the label is -1/0/1 and the confidence 0/1/2; the frame counts 2 (it once took the first
+    score's columns only, so the confidence chart lost its 2)."""
+    rows = [
+        {"task_id": t, "rater": r, "rubric": "judge", "clinician_label": label, "confidence": conf}
+        for t, (label, conf) in enumerate([(-1, 2), (0, 2), (1, 1), (1, 2)])
+        for r in ("R01", "R02")
+    ]
+    frame = agreement_report(pd.DataFrame(rows), "judge").to_frame()
+    counts = [c for c in frame.columns if c.startswith("n_score_")]
+    assert counts == ["n_score_-1", "n_score_0", "n_score_1", "n_score_2"]
+    assert int(frame.loc["confidence", "n_score_2"]) == 6 and int(frame.loc["confidence", "n_score_1"]) == 2
+    assert pd.isna(frame.loc["clinician_label", "n_score_2"]) and pd.isna(frame.loc["confidence", "n_score_-1"])

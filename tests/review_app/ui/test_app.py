@@ -76,14 +76,15 @@ def test_lead_sees_lead_pages(demo_db):
     at = sign_in("lead01")
     at.switch_page("views/lead_progress.py").run()
     assert not at.exception
-    assert at.metric[0].label == "Tasks complete"
+    assert at.metric[0].label.startswith("Tasks complete, of ")
     assert len(at.get("plotly_chart")) == 3
 
 
 def test_queue_and_scoring_rubric_a_then_b(demo_db):
     at = sign_in("rev01")
     table = at.dataframe[0].value
-    assert list(table["To do"]) == [6, 6, 2]
+    # the 45-item demo pool (issue 18: a harm model with finite SEs) and the unit shared with rev02
+    assert list(table["To do"]) == [9, 9, 2]
     assert list(table["Rubric"]) == [get_rubric(k).name for k in ("A", "B", "judge")]
     at, aid = _open_review(at)
     assert at.markdown[0].value == "#### Rubric A: item validation"
@@ -352,3 +353,54 @@ def test_sign_in_page_offers_the_identity_provider_when_configured(demo_db):
     at.user = {"is_logged_in": False}
     at.run()
     assert "Sign in with your institution" in [b.label for b in at.button]
+
+
+ROW = (
+    b'{"id": "u-1", "question": "Q?", "answer": "A", "opa": "a", "opb": "b", "injecta": "t", '
+    b'"injectb": "f", "injection_content": "Cue Remapping", "injection_provenance": "Neutral"}\n'
+)
+BAD_UPLOADS = [  # (file name, bytes, line, text the message must hold): the command line's own messages
+    ("MEDMISQA.jsonl", b"\xef\xbb\xbf" + ROW, 1, "byte-order mark"),
+    ("MEDMISQA.jsonl", ROW + b'{"id": "caf\xe9"}\n', 2, "UTF-8"),
+    ("MEDMISQA.jsonl", ROW + b'{"id": "a\x00b"}\n', 2, "NUL"),
+    ("MEDMISQA.jsonl", ROW.decode().encode("utf-16"), 1, "UTF-16"),
+    ("MEDMISQA.jsonl", b"", None, "empty"),
+    ("MEDMISQA.jsonl", ROW.replace(b'"opa": "a"', b'"opa": ["Discharge", "home"]'), 1, "a list"),
+    ("MEDMISQA.jsonl", ROW + b'{"id": "x", "question": \n', 2, "malformed JSON"),
+    ("roster.csv", b"username,display_name,role\nnew1,N,superuser\n", 2, "role"),
+    ("roster.csv", b"username,display_name,role\nnew1,N,reviewer,extra\n", 2, "more cells"),
+    ("MEDMISQA.parquet", b"PAR1 not parquet", None, "Parquet"),
+    ("MEDMISQA.jsonl", b'{"foo": 1}\n', 1, "cannot tell"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "line", "text"), BAD_UPLOADS, ids=[b[3] for b in BAD_UPLOADS])
+def test_a_bad_upload_shows_what_is_wrong_and_leaves_no_file(demo_db, tmp_path, monkeypatch, name, data, line, text):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    at = sign_in("lead01")
+    at.switch_page("views/lead_import.py").run()
+    at.file_uploader[0].set_value((name, data, "application/octet-stream")).run()
+    assert not at.exception, at.exception
+    assert "cannot be imported" in at.error[0].value and "Import" not in [b.label for b in at.button]
+    problems = at.dataframe[-1].value
+    assert text in " ".join(problems["problem"]) and line in list(problems["line"]) + ([None] if line is None else [])
+    assert "medrev-upload" not in " ".join(problems["problem"])  # named as uploaded, not by its temporary copy
+    assert not list(tmp_path.glob("medrev-upload-*"))
+
+
+def test_skipping_bad_rows_in_the_browser_imports_the_rest_and_lists_them(demo_db, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    at = sign_in("lead01")
+    at.switch_page("views/lead_import.py").run()
+    data = ROW + ROW.replace(b'"u-1"', b'"u-2"').replace(b'"answer": "A"', b'"answer": "Z"')
+    at.checkbox[0].check().run()
+    at.file_uploader[0].set_value(("MEDMISQA.jsonl", data, "application/json")).run()
+    assert "1 new" in at.success[0].value and "1 bad row(s) to skip" in at.success[0].value
+    assert list(at.dataframe[-1].value["line"]) == [2]
+    next(b for b in at.button if b.label == "Import").click().run()
+    assert any("Imported: items: 1 rows from MEDMISQA.jsonl" in s.value for s in at.success)
+    assert not list(tmp_path.glob("medrev-upload-*"))

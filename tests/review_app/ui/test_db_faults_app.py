@@ -13,7 +13,6 @@ from review_app.db.engine import read_session
 from review_app.db.errors import DatabaseUnavailable, read_only_sentence
 from review_app.db.models import Assignment, Study
 from review_app.demo import DEMO_STUDY
-from review_app.services import reviewing
 from review_app.ui.components.text import plain
 
 from ..db_faults import FAULTS, made, read_only_file
@@ -65,14 +64,19 @@ def test_read_only_database_everyone_signs_in_and_reads_saving_says_why(read_onl
     assert at.markdown[0].value.startswith("### Welcome")
 
     user = at.session_state["medrev_user"]
-    aid = reviewing.next_assignment(engine, user.id)
+    with read_session(engine) as session:  # a task not opened yet (the demo opens rev01's shared ones)
+        aid = session.exec(
+            select(Assignment.id)
+            .where(Assignment.reviewer_id == user.id, Assignment.status == "assigned")
+            .order_by(Assignment.id)
+        ).first()
     at.query_params["task"] = str(aid)
     at.switch_page("views/review.py").run()
     assert not at.exception, at.exception
     assert not at.error
     with read_session(engine) as session:
         assert session.get(Assignment, aid).status == "assigned"  # shown, not marked as started
-    next(b for b in at.button if b.label == "Flag for lead").click().run()
+    next(b for b in at.button if b.label == "Send to lead").click().run()
     assert not at.exception, at.exception
     assert [e.value for e in at.error] == [plain(read_only_sentence(path, reason))]
 

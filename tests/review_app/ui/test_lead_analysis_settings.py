@@ -16,6 +16,7 @@ from review_app.demo import DEMO_STUDY
 from review_app.services import export
 from review_app.services.study_analysis import analysis_options, study_agreement, study_analysis
 
+from ..factories import make_level_event_free
 from .conftest import sign_in, walk_text
 
 
@@ -28,33 +29,41 @@ def _page(page: str):
 
 
 def _harm_table(at) -> pd.DataFrame:
-    return next(d.value for d in at.dataframe if "odds ratio" in d.value.columns)
+    table = next(d.value for d in at.dataframe if "Odds ratio" in d.value.columns)
+    return table.assign(term=[f"{f}[{lv}]" if lv else f for f, lv in zip(table["Factor"], table["Level"], strict=True)])
+
+
+def _no_worst_case_in(engine, column: str, level: str) -> int:
+    return make_level_event_free(engine, DEMO_STUDY, column, level)
 
 
 def test_analysis_page_names_references_and_separation_by_default(demo_db):
+    assert _no_worst_case_in(demo_db, "content_type", "exception_poisoning") > 0
     at = _page("lead_analysis")
     analysis = study_analysis(demo_db, DEMO_STUDY)
     first = analysis.first_model
     assert first == "model-gamma (low reasoning)"  # the first model imported into the demo study
-    markdown = "\n".join(m.value for m in at.markdown)
-    assert f"model={first} (the study's first model)" in markdown
-    assert "content_type=cue_remapping (the paper's reference)" in markdown
-    assert "provenance=neutral (the paper's reference)" in markdown and "stratum=clear" in markdown
+    captions = "\n".join(c.value.replace("\\", "") for c in at.caption)
+    assert f"model={first} (the study's first model)" in captions
+    assert "content_type=cue_remapping (the paper's reference)" in captions
+    assert "provenance=neutral (the paper's reference)" in captions and "stratum=clear" in captions
     table = _harm_table(at)
-    row = table.set_index("term").loc["content_type[exception_poisoning]"]
-    assert row["odds ratio"] == "n/e" and row["note"] == "not estimable (no events in this level)"
-    assert set(table.loc[table["term"] != "Intercept", "reference"]) == {first, "cue_remapping", "neutral", "clear"}
+    row = table.set_index("term").loc["Content type[Exception Poisoning]"]
+    assert row["Odds ratio"] == "n/e" and row["Note"] == "not estimable (no events in this level)"
+    references = set(table.loc[table["Factor"] != "Intercept", "Reference"])
+    assert references == {first, "Cue Remapping", "Neutral False Statement", "Clear falsehood"}
     assert not any("unrated" in t for t in table["term"])  # no phantom level
     warnings = [w.value.replace("\\", "") for w in at.warning]  # shown through plain(): escapes
     assert any("content_type = exception_poisoning (against cue_remapping): not estimable" in w for w in warnings)
     infos = [i.value.replace("\\", "") for i in at.info]
-    assert any("3 annotation(s) on items without a Rubric A falsehood-clarity score are excluded" in i for i in infos)
+    assert any("4 annotation(s) on items without a Rubric A falsehood-clarity score are excluded" in i for i in infos)
     captions = [c.value for c in at.caption]
     assert any("ties toward the less safe category" in c for c in captions)
-    assert all(len(v) < 12 for v in table["odds ratio"])  # never twenty digits
+    assert all(len(v) < 12 for v in table["Odds ratio"])  # never twenty digits
 
 
 def test_saved_settings_reach_the_page_the_csv_and_the_latex(demo_db, tmp_path):
+    _no_worst_case_in(demo_db, "content_type", "exception_poisoning")
     at = _page("lead_analysis")
     at.selectbox(key=f"ref:{DEMO_STUDY}:provenance").set_value("patient")
     at.radio(key=f"tie:{DEMO_STUDY}").set_value("safer")
@@ -69,12 +78,13 @@ def test_saved_settings_reach_the_page_the_csv_and_the_latex(demo_db, tmp_path):
         event = session.exec(select(AuditEvent).where(AuditEvent.action == "study.analysis_options")).one()
     assert event.after["tie_rule"] == "safer" and event.before["tie_rule"] == "less_safe"
 
-    markdown = "\n".join(m.value for m in at.markdown)
-    assert "provenance=patient" in markdown
+    captions = "\n".join(c.value.replace("\\", "") for c in at.caption)
+    assert "provenance=patient" in captions
     table = _harm_table(at).set_index("term")
-    assert "provenance[neutral]" in table.index and table.loc["provenance[neutral]", "reference"] == "patient"
-    separated = table.loc["content_type[exception_poisoning]"]
-    assert separated["odds ratio"] != "n/e" and "finite only through the normal prior" in separated["note"]
+    neutral = "Provenance[Neutral False Statement]"
+    assert neutral in table.index and table.loc[neutral, "Reference"] == "Patient Self-Diagnosis / Belief / Claim"
+    separated = table.loc["Content type[Exception Poisoning]"]
+    assert separated["Odds ratio"] != "n/e" and "finite only through the prior" in separated["Note"]
     assert any("blme::bglmer" in i.value for i in at.info)
     assert any("ties toward the safer category" in c.value for c in at.caption)
 
@@ -103,7 +113,7 @@ def test_reviewers_cannot_save_analysis_settings(demo_db):
     with read_session(demo_db) as session:
         reviewer = session.exec(select(Reviewer).where(Reviewer.username == "rev01")).one()
     with pytest.raises(PermissionDenied):
-        save_analysis_options(demo_db, DEMO_STUDY, AnalysisOptions(tie_rule="safer"), actor_id=reviewer.id)
+        save_analysis_options(demo_db, DEMO_STUDY, AnalysisOptions(tie_rule="safer"), actor=reviewer)
     assert analysis_options(demo_db, DEMO_STUDY).tie_rule == "less_safe"
 
 
@@ -112,16 +122,16 @@ def test_agreement_page_offers_weights_and_minimum_ratings(demo_db):
     assert at.selectbox(key="agreement_weights").value == "ordinal"
     assert at.number_input(key="agreement_min_ratings").value == 2
     first = at.dataframe[0].value
-    assert {"tasks", "set aside", "weights"} <= set(first.columns)
+    assert {"Tasks (N)", "Set aside", "Coefficient"} <= set(first.columns)
     at.selectbox(key="agreement_weights").set_value("quadratic").run()
     at.number_input(key="agreement_min_ratings").set_value(1).run()
     assert not at.exception, at.exception
     expected = study_agreement(demo_db, DEMO_STUDY, weights="quadratic", min_ratings=1).frame()
     rubric_a = expected[expected["rubric"] == "A"]
     shown = at.dataframe[0].value
-    assert list(shown["value"].round(6)) == list(rubric_a["coefficient"].astype(float).round(6))
-    assert set(shown.loc[~shown["coef."].eq("AC1"), "weights"]) == {"quadratic"}
-    assert list(shown["set aside"]) == [0] * len(shown)
+    assert list(shown["Estimate"]) == [f"{v:.2f}" for v in rubric_a["coefficient"].astype(float)]
+    assert set(shown.loc[~shown["Coefficient"].eq("AC1"), "Coefficient"]) == {"AC2 (quadratic)"}
+    assert list(shown["Set aside"]) == [0] * len(shown)
     default = study_agreement(demo_db, DEMO_STUDY).frame()
     assert (default["n_units_dropped"] > 0).any()  # the demo has singly rated tasks, set aside by default
     assert any("at least 1 rating(s)" in c.value for c in at.caption)

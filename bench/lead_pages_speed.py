@@ -1,0 +1,559 @@
+"""Lead pages and reviewers at panel scale (issue 17), on SQLite and PostgreSQL.
+
+Builds a study of 500,000 items (Rubric A and Rubric B tasks, one model response per item, a quarter
+of the units dual-rated), 200 reviewers and 200,000 submitted annotations with fast bulk inserts (in a
+child process, so the figures below are the app's alone), then measures, server side:
+
+- every lead page under Streamlit's AppTest with a signed-in lead: first load (a fresh session) and
+  rerun (the same session again);
+- ``medrev review export`` in a child process: wall time and peak RSS;
+- reviewers' submit-to-next (submit, fetch the next task, open its material) p95, idle and while a
+  lead reloads the Agreement page in a loop in another thread of the same process (as in the app's
+  server), and their ratio;
+- the app process's RSS after all that; ``next_task`` p95; Progress right after the bulk import on a
+  cold process (the bulk build ends as medrev's import, pool and assign services do: ``ANALYZE`` of
+  the tables they wrote). Progress before that ANALYZE is printed too, as the baseline.
+
+The last line is one JSON object: ``{"sqlite": {...}, "postgresql": {...}}`` with the keys
+``<page>_first_load_s``, ``<page>_rerun_s`` per lead page, ``export_s``, ``export_rss_mb``,
+``submit_p95_idle_ms``, ``submit_p95_with_lead_ms``, ``submit_p95_ratio``, ``app_rss_mb``,
+``next_task_p95_ms``, ``progress_after_import_s`` (and ``select1_p95_ms``, the baseline of next task:
+``SELECT 1`` through the same sessions, interleaved with it).
+
+Targets (issue 17): page rerun <= 1 s, first load <= 3 s, export <= 10 s, p95 with a lead <= 1.25x
+idle, app RSS <= 600 MB, next task p95 <= 5 ms, Progress <= 0.5 s after a bulk import (PostgreSQL).
+
+    .venv/bin/python bench/lead_pages_speed.py [--db sqlite|postgresql|both] [--scale 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PG_ADMIN = os.environ.get("MEDREV_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+APP = ROOT / "review_app" / "ui" / "app.py"
+STUDY = "bench"
+LEAD = "benchlead"
+LEAD_PASSWORD = "bench-lead-password-1"
+MODELS = ("model-a", "model-b", "model-c")
+LEAD_PAGES = (
+    "lead_progress",
+    "lead_agreement",
+    "lead_analysis",
+    "lead_adjudication",
+    "lead_quality",
+    "lead_reviewers",
+    "lead_setup",
+    "lead_import",
+    "lead_plan",
+    "lead_export",
+)
+CHUNK = 5_000
+
+
+# --- building the study (child process) --------------------------------------------------------------
+
+
+def _insert(session, table, rows: list[dict]) -> None:
+    for start in range(0, len(rows), CHUNK):
+        session.execute(table.__table__.insert(), rows[start : start + CHUNK])
+
+
+def build(url: str, scale: float, seed: int = 1) -> dict[str, float]:
+    """Fill a migrated, empty database at ``url``; returns timings. Runs in a child process."""
+    from sqlalchemy import select, update
+
+    from bench_core.medmisbench import taxonomy
+    from review_app.db.engine import make_engine, write_session
+    from review_app.db.migrate import upgrade
+    from review_app.db.models import (
+        Annotation,
+        AnnotationScore,
+        Assignment,
+        Enrollment,
+        Item,
+        ModelResponse,
+        Reviewer,
+        Study,
+        Task,
+        utcnow,
+    )
+    from review_app.rubrics import get_rubric
+    from review_app.services import accounts, studies
+    from review_app.services.actors import SYSTEM
+    from review_app.services.importing import content_hash
+
+    n_items = max(int(500_000 * scale), 20)
+    n_annotations = max(int(200_000 * scale), 10)
+    n_reviewers = max(int(200 * scale), 4)
+    rng = random.Random(seed)
+    engine = make_engine(url)
+    upgrade(engine)
+    started = time.perf_counter()
+    now = utcnow()
+    contents = [c.id for c in taxonomy.CONTENT_TYPES]
+    provenances = [p.id for p in taxonomy.PROVENANCES]
+    subsets = ["MEDMISQA", "MEDMISMCQA", "MEDMISXPERTQA", "MEDMISHLE"]
+    accounts.create_user(
+        engine,
+        accounts.UserProfile(username=LEAD, display_name="Bench lead", role="lead"),
+        password=LEAD_PASSWORD,
+        actor=SYSTEM,
+    )
+    studies.create_study(engine, STUDY, rubrics=["A", "B"], actor=SYSTEM)
+    studies.set_study_lead(engine, STUDY, LEAD, actor=SYSTEM)
+    with write_session(engine) as session:
+        study_id = session.execute(select(Study.id).where(Study.name == STUDY)).scalar_one()
+        _insert(
+            session,
+            Reviewer,
+            [
+                {
+                    "username": f"rev{i:04d}",
+                    "display_name": f"Reviewer {i}",
+                    "role": "reviewer",
+                    "profession": "physician",
+                    "country": "",
+                    "languages": "en",
+                    "active": True,
+                    "failed_logins": 0,
+                    "session_version": 1,
+                    "created_at": now,
+                }
+                for i in range(n_reviewers)
+            ],
+        )
+        reviewer_ids = list(
+            session.execute(select(Reviewer.id).where(Reviewer.role == "reviewer").order_by(Reviewer.id)).scalars()
+        )
+        _insert(
+            session,
+            Enrollment,
+            [{"study_id": study_id, "reviewer_id": r, "active": True, "enrolled_at": now} for r in reviewer_ids],
+        )
+        items = []
+        for i in range(n_items):
+            options = [[c.upper(), f"option {c} of item {i}"] for c in "abcde"]
+            row = {
+                "subset": subsets[i % 4],
+                "external_id": f"b{i:07d}",
+                "kind": "mcq",
+                "language": "en",
+                "question": f"A {30 + i % 50}-year-old patient presents with finding {i}. What is the next step?",
+                "options": options,
+                "gold_label": "C",
+                "content_type": contents[i % len(contents)],
+                "provenance": provenances[i % len(provenances)],
+                "injections": {c.upper(): f"context sentence {c} for item {i}" for c in "abcde"},
+                "target_label": "ABDE"[i % 4],
+                "payload": {},
+            }
+            row["content_hash"] = content_hash(row)
+            items.append(row | {"created_at": now})
+        _insert(session, Item, items)
+        del items
+        item_ids = list(session.execute(select(Item.id).order_by(Item.id)).scalars())
+        responses = []
+        for n, item_id in enumerate(item_ids):
+            chosen = "ABCDE"[rng.randrange(5)]
+            row = {
+                "item_id": item_id,
+                "model": MODELS[n % 3],
+                "condition": "type1",
+                "response_text": f"The answer is {chosen}. Step by step reasoning for item {n}.",
+                "reasoning": "",
+                "chosen_label": chosen,
+                "auto_label": "SUCCESS" if chosen == "C" else "FAIL",
+                "target_label": "ABDE"[n % 4],
+                "payload": {},
+            }
+            row["content_hash"] = content_hash(row)
+            responses.append(row | {"created_at": now})
+        _insert(session, ModelResponse, responses)
+        del responses
+        response_ids = list(session.execute(select(ModelResponse.id).order_by(ModelResponse.item_id)).scalars())
+        dual = {rank for rank in range(n_items) if rng.random() < 0.25}
+        tasks = []
+        for rank, (item_id, response_id) in enumerate(zip(item_ids, response_ids, strict=True)):
+            raters = 2 if rank in dual else 1
+            for key in ("A", "B"):
+                tasks.append(
+                    {
+                        "study_id": study_id,
+                        "rubric": key,
+                        "item_id": item_id,
+                        "response_id": response_id if key == "B" else None,
+                        "unit_key": f"{key}:r{response_id}" if key == "B" else f"{key}:i{item_id}",
+                        "pool_rank": rank + 1,
+                        "target_raters": raters,
+                        "locked": False,
+                        "created_at": now,
+                    }
+                )
+        _insert(session, Task, tasks)
+        del tasks
+        task_rows = session.execute(
+            select(Task.id, Task.target_raters).where(Task.study_id == study_id).order_by(Task.pool_rank, Task.rubric)
+        ).all()
+        assignments = []
+        for n, (task_id, raters) in enumerate(task_rows):
+            first = n % len(reviewer_ids)
+            for slot in range(1, raters + 1):
+                assignments.append(
+                    {
+                        "task_id": task_id,
+                        "reviewer_id": reviewer_ids[(first + 7 * (slot - 1)) % len(reviewer_ids)],
+                        "study_id": study_id,
+                        "slot": slot,
+                        "status": "assigned",
+                        "flagged": False,
+                        "note": "",
+                        "assigned_at": now,
+                    }
+                )
+        _insert(session, Assignment, assignments)
+        del assignments, task_rows
+        # reviewers work in pool order: the first assignments (both slots of a dual task) are done
+        done = session.execute(
+            select(Assignment.id, Assignment.task_id, Assignment.reviewer_id, Task.rubric)
+            .join(Task, Task.id == Assignment.task_id)
+            .where(Assignment.study_id == study_id)
+            .order_by(Task.pool_rank, Task.rubric, Assignment.slot)
+            .limit(n_annotations)
+        ).all()
+        _insert(
+            session,
+            Annotation,
+            [
+                {
+                    "assignment_id": aid,
+                    "task_id": tid,
+                    "reviewer_id": rid,
+                    "rubric": key,
+                    "revision": 1,
+                    "flags": [],
+                    "comment": "",
+                    "seconds_on_task": 60.0 + rng.random() * 120,
+                    "client_token": f"seed-{aid}",
+                    "created_at": now,
+                }
+                for aid, tid, rid, key in done
+            ],
+        )
+        ids = session.execute(
+            select(Annotation.id, Annotation.task_id, Annotation.rubric).order_by(Annotation.id)
+        ).all()
+        consensus: dict[tuple[int, str], int] = {}
+        scores = []
+        for annotation_id, task_id, key in ids:
+            for dimension in get_rubric(key).dimensions:
+                values = dimension.values
+                agreed = consensus.setdefault((task_id, dimension.key), rng.choice(values))
+                value = agreed if rng.random() < 0.75 else rng.choice(values)
+                scores.append(
+                    {"annotation_id": annotation_id, "dimension": dimension.key, "rubric": key, "value": value}
+                )
+        _insert(session, AnnotationScore, scores)
+        del scores, consensus
+        submitted = [aid for aid, *_rest in done]
+        for start in range(0, len(submitted), CHUNK):
+            session.execute(
+                update(Assignment)
+                .where(Assignment.id.in_(submitted[start : start + CHUNK]))
+                .values(status="submitted", submitted_at=now)
+            )
+    engine.dispose()
+    return {
+        "build_s": time.perf_counter() - started,
+        "items": n_items,
+        "tasks": 2 * n_items,
+        "annotations": n_annotations,
+        "reviewers": n_reviewers,
+    }
+
+
+# --- measuring (this process: the "app") -------------------------------------------------------------
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def p95(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def signed_in_lead():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP), default_timeout=600)
+    at.run()
+    at.text_input[0].input(LEAD)
+    at.text_input[1].input(LEAD_PASSWORD)
+    at.button[0].click()
+    at.run()
+    if "medrev_user" in at.session_state:
+        at.run()
+    at.session_state["lead_study"] = STUDY
+    return at
+
+
+def time_pages(figures: dict[str, float]) -> None:
+    # A running server has imported the libraries the pages use; do it before timing the first page
+    import plotly.express  # noqa: F401
+
+    import review_app.ui.components.charts  # noqa: F401
+
+    for page in LEAD_PAGES:
+        at = signed_in_lead()
+        start = time.perf_counter()
+        at.switch_page(f"views/{page}.py").run()
+        first = time.perf_counter() - start
+        failure = at.exception[0].value if at.exception else None
+        reruns = []
+        for _ in range(3):
+            start = time.perf_counter()
+            at.run()
+            reruns.append(time.perf_counter() - start)
+        figures[f"{page}_first_load_s"] = round(first, 3)
+        figures[f"{page}_rerun_s"] = round(statistics.median(reruns), 3)
+        note = f"  EXCEPTION: {str(failure)[:160]}" if failure else ""
+        print(f"   {page:<20} first load {first:7.2f} s   rerun {statistics.median(reruns):7.2f} s{note}", flush=True)
+
+
+def time_export(url: str, workdir: Path) -> tuple[float, float]:
+    """``medrev review export`` in a child process: (seconds, peak RSS in MB)."""
+    out = workdir / f"export-{uuid.uuid4().hex[:6]}"
+    env = os.environ | {"MEDREV_DATABASE_URL": url}
+    medrev = Path(sys.executable).with_name("medrev")
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [str(medrev), "review", "export", "--study", STUDY, "--out", str(out)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    if status != 0:
+        print(f"   export failed: {proc.stderr.read().decode()[-400:]}")
+    proc.stderr.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return seconds, usage.ru_maxrss / 1024
+
+
+class _Reviewers:
+    """Reviewers working through their queues with the real services: submit, next task, open it."""
+
+    def __init__(self, engine) -> None:
+        from sqlalchemy import select
+
+        from review_app.db.engine import read_session
+        from review_app.db.models import Reviewer
+
+        with read_session(engine) as session:
+            self.ids = list(session.execute(select(Reviewer.id).where(Reviewer.role == "reviewer")).scalars())
+        self.engine = engine
+        self.rng = random.Random(11)
+        self.current: dict[int, int | None] = {}
+        self.n = 0
+
+    def _sheet(self, rubric_key: str):
+        from review_app.rubrics import ScoreSheet, get_rubric
+
+        rubric = get_rubric(rubric_key)
+        return ScoreSheet(rubric=rubric_key, scores={d.key: self.rng.choice(d.values) for d in rubric.dimensions})
+
+    def one(self) -> float | None:
+        """One reviewer's submit-to-next in seconds (None when they have nothing left)."""
+        from review_app.services import reviewing
+
+        reviewer = self.rng.choice(self.ids)
+        aid = self.current.get(reviewer) or reviewing.next_assignment(self.engine, reviewer)
+        if aid is None:
+            return None
+        view = reviewing.open_task(self.engine, aid, reviewer)
+        self.n += 1
+        start = time.perf_counter()
+        reviewing.submit(
+            self.engine,
+            aid,
+            reviewer,
+            self._sheet(view.rubric),
+            client_token=f"bench-{uuid.uuid4().hex[:16]}",
+            base_revision=0,
+            seconds_on_task=30,
+        )
+        following = reviewing.next_assignment(self.engine, reviewer)
+        if following is not None:
+            reviewing.open_task(self.engine, following, reviewer)
+        self.current[reviewer] = following
+        return time.perf_counter() - start
+
+    def sample(self, n: int, pause: float = 0.02) -> list[float]:
+        out = []
+        for _ in range(n):
+            seconds = self.one()
+            if seconds is not None:
+                out.append(seconds)
+            time.sleep(pause)  # reviewers think between tasks; the lead's work shares the process meanwhile
+        return out
+
+
+def time_next_task(engine, n: int) -> tuple[float, float]:
+    """p95 of next_assignment and, interleaved with it, of ``SELECT 1`` through the same sessions (ms)."""
+    from sqlalchemy import text
+
+    from review_app.db.engine import read_session
+    from review_app.services import reviewing
+
+    reviewers = _Reviewers(engine)
+    samples, baseline = [], []
+    for _ in range(n):
+        reviewer = reviewers.rng.choice(reviewers.ids)
+        start = time.perf_counter()
+        reviewing.next_assignment(engine, reviewer)
+        samples.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        with read_session(engine) as session:
+            session.execute(text("SELECT 1")).scalar()
+        baseline.append(time.perf_counter() - start)
+    return p95(samples) * 1000, p95(baseline) * 1000
+
+
+def measure(url: str, backend: str, workdir: Path, samples: int) -> dict[str, float]:
+    from review_app.db.connect import dispose_engines, get_engine
+    from review_app.db.statistics import refresh_statistics
+    from review_app.services import progress
+
+    os.environ["MEDREV_DATABASE_URL"] = url
+    figures: dict[str, float] = {}
+    engine = get_engine(url)
+    if backend == "postgresql":
+        start = time.perf_counter()
+        progress.study_progress(engine, STUDY)
+        print(f"   progress before ANALYZE (baseline)     {time.perf_counter() - start:7.2f} s", flush=True)
+    refresh_statistics(engine, ["item", "model_response", "task", "assignment", "annotation", "annotation_score"])
+    dispose_engines()
+    engine = get_engine(url)
+    start = time.perf_counter()
+    progress.study_progress(engine, STUDY)
+    figures["progress_after_import_s"] = round(time.perf_counter() - start, 3)
+    print(f"   progress after the import's ANALYZE    {figures['progress_after_import_s']:7.2f} s", flush=True)
+    next_task, select_one = time_next_task(engine, samples)
+    figures["next_task_p95_ms"], figures["select1_p95_ms"] = round(next_task, 2), round(select_one, 2)
+    print(
+        f"   next task p95                          {next_task:7.2f} ms (SELECT 1 baseline p95 {select_one:.2f} ms)",
+        flush=True,
+    )
+    time_pages(figures)
+    seconds, peak = time_export(url, workdir)
+    figures["export_s"], figures["export_rss_mb"] = round(seconds, 2), round(peak, 1)
+    print(f"   export (medrev review export)          {seconds:7.2f} s, peak RSS {peak:.0f} MB", flush=True)
+
+    reviewers = _Reviewers(engine)
+    idle = reviewers.sample(samples)
+    stop = threading.Event()
+    lead_runs: list[float] = []
+
+    def lead_loop() -> None:
+        at = signed_in_lead()
+        at.switch_page("views/lead_agreement.py").run()
+        while not stop.is_set():
+            start = time.perf_counter()
+            at.run()
+            lead_runs.append(time.perf_counter() - start)
+
+    lead = threading.Thread(target=lead_loop, daemon=True)
+    lead.start()
+    time.sleep(1.0)
+    busy = reviewers.sample(samples)
+    stop.set()
+    lead.join(timeout=600)
+    figures["submit_p95_idle_ms"] = round(p95(idle) * 1000, 2)
+    figures["submit_p95_with_lead_ms"] = round(p95(busy) * 1000, 2)
+    figures["submit_p95_ratio"] = round(figures["submit_p95_with_lead_ms"] / figures["submit_p95_idle_ms"], 2)
+    print(
+        f"   submit-to-next p95 idle {figures['submit_p95_idle_ms']:.1f} ms, with a lead on Agreement "
+        f"{figures['submit_p95_with_lead_ms']:.1f} ms ({len(lead_runs)} Agreement reloads meanwhile): "
+        f"ratio {figures['submit_p95_ratio']:.2f}",
+        flush=True,
+    )
+    figures["app_rss_mb"] = round(rss_mb(), 1)
+    print(f"   app RSS                                {figures['app_rss_mb']:7.0f} MB", flush=True)
+    dispose_engines()
+    return figures
+
+
+def run(backend: str, scale: float, samples: int) -> dict[str, float]:
+    import psycopg
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        cleanup = None
+        if backend == "sqlite":
+            url = f"sqlite:///{workdir / 'bench.db'}"
+        else:
+            name = f"medrev_lead_bench_{uuid.uuid4().hex[:8]}"
+            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
+            url, cleanup = f"{base}/{name}", name
+        try:
+            # a child process builds the study, so this process's memory is the app's alone
+            built = subprocess.run(
+                [sys.executable, __file__, "--build", url, "--scale", str(scale)],
+                check=True,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            info = json.loads(built.stdout.strip().splitlines()[-1])
+            print(
+                f"\n== {backend}: {info['items']:,} items, {info['tasks']:,} tasks, {info['annotations']:,} "
+                f"annotations, {info['reviewers']} reviewers (bulk build {info['build_s']:.1f} s)",
+                flush=True,
+            )
+            return measure(url, backend, workdir, samples)
+        finally:
+            if cleanup:
+                with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{cleanup}" WITH (FORCE)')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiplies the study size (0.1: a quick check)")
+    parser.add_argument("--samples", type=int, default=200, help="submit-to-next and next-task samples")
+    parser.add_argument("--build", metavar="URL", help=argparse.SUPPRESS)  # the child that fills a database
+    args = parser.parse_args()
+    if args.build:
+        print(json.dumps(build(args.build, args.scale)))
+        return
+    results = {}
+    for backend in ("sqlite", "postgresql") if args.db == "both" else (args.db,):
+        results[backend] = run(backend, args.scale, args.samples)
+    print(json.dumps(results, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,325 @@
+"""One cached copy per study of its annotations frame and of what lead pages compute from it.
+
+Lead pages (Agreement, Analysis, Reviewers' quality) used to recompute their numbers on every
+Streamlit rerun, or cache them per session and per argument set (up to 16 copies of the same
+study's frame in one process, 1.0-1.2 GB at panel scale). This module keeps, per database and
+study, one entry shared by every session of the process:
+
+* **Keyed by the study's data version** (:func:`data_version`): counts and highest ids of the
+  study's annotations, adjudications and assignments, the flagged and withdrawn assignment counts
+  and the gold-task set. Annotations and adjudications are append-only (an edit is a new revision,
+  a decision a new row), so a submit, an edit, a decision, a flag, a withdrawal, a gold mark or
+  unmark, or a new reviewer (pseudonym numbering) changes it; a deletion lowers a count. When the
+  version moves, everything cached for the study is dropped and recomputed on the next read, so a
+  page never shows numbers older than the data it was opened on.
+* **Bounded**: least-recently-used studies are evicted beyond ``max_studies`` or ``max_bytes``
+  (``MEDREV_STUDY_CACHE_MB``, default 512), and each study keeps at most ``max_values`` computed
+  values (agreement under several weights, ...). The study just read always stays, even when it
+  alone exceeds the byte bound (dropping it would recompute it on every rerun).
+* **Thread-safe, one computation at a time per value**: Streamlit runs sessions in threads; two
+  leads opening the same page wait for one computation instead of running two. The cache lock is
+  never held while the database is read or a statistic is computed.
+
+The frame is read in a short read-only transaction and built after it ends (see
+:func:`review_app.services.annotations.annotations_frame`), so lead work never holds a transaction
+open while statistics run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pandas as pd
+from sqlalchemy import Engine, case, func
+from sqlmodel import select
+
+from review_app.db.engine import read_session
+from review_app.db.models import Adjudication, Annotation, Assignment, GoldTask, Task, TaskFlag
+from review_app.services.annotations import annotations_frame, get_study_row
+
+T = TypeVar("T")
+DEFAULT_MAX_MB = 512
+DEFAULT_MAX_STUDIES = 4
+DEFAULT_MAX_VALUES = 16
+
+
+def data_version(engine: Engine, study_name: str) -> tuple[int, ...]:
+    """A fingerprint of everything a study's annotations frame is made of (one short read).
+
+    Counts and highest ids of the study's annotations (append-only: a revision is a new row), tasks
+    (their responses give the harm model's first model), adjudications and assignments (a new
+    reviewer renumbers pseudonyms), the number of flagged and of withdrawn assignments (both
+    changed in place), the gold-task set (count, sum and highest id) and the tasks a lead excluded
+    (count and sum of ids). Any write that changes
+    the frame or a number computed from it changes the fingerprint. The study's id and creation
+    time come first, so a study deleted and created again under its name is a new one.
+    """
+    with read_session(engine) as session:
+        study = get_study_row(session, study_name)
+        annotations = session.exec(
+            select(func.count(Annotation.id), func.coalesce(func.max(Annotation.id), 0))
+            .join(Assignment, Assignment.id == Annotation.assignment_id)
+            .where(Assignment.study_id == study.id)
+        ).one()
+        tasks = select(Task.id).where(Task.study_id == study.id)
+        task_rows = session.exec(
+            select(func.count(Task.id), func.coalesce(func.max(Task.id), 0)).where(Task.study_id == study.id)
+        ).one()
+        decisions = session.exec(
+            select(func.count(Adjudication.id), func.coalesce(func.max(Adjudication.id), 0)).where(
+                Adjudication.task_id.in_(tasks)
+            )
+        ).one()
+        assignments = session.exec(
+            select(
+                func.count(Assignment.id),
+                func.coalesce(func.max(Assignment.id), 0),
+                func.coalesce(func.sum(case((Assignment.flagged, 1), else_=0)), 0),
+                func.coalesce(func.sum(case((Assignment.status == "withdrawn", 1), else_=0)), 0),
+            ).where(Assignment.study_id == study.id)
+        ).one()
+        gold = session.exec(
+            select(
+                func.count(GoldTask.task_id),
+                func.coalesce(func.sum(GoldTask.task_id), 0),
+                func.coalesce(func.max(GoldTask.task_id), 0),
+            ).where(GoldTask.study_id == study.id)
+        ).one()
+        excluded = session.exec(  # a lead's exclusion (a flag's status, changed in place) leaves every analysis
+            select(func.count(TaskFlag.id), func.coalesce(func.sum(TaskFlag.task_id), 0)).where(
+                TaskFlag.study_id == study.id, TaskFlag.status == "excluded"
+            )
+        ).one()
+    created = int(study.created_at.timestamp() * 1_000_000) if study.created_at else 0
+    parts = (study.id, created, *annotations, *task_rows, *decisions, *assignments, *gold, *excluded)
+    return tuple(int(v) for v in parts)
+
+
+def nbytes(value: Any, seen: set[int] | None = None, depth: int = 0) -> int:
+    """Approximate memory of a cached value: its data frames and arrays (each counted once).
+
+    Object columns are counted shallowly (8 bytes a cell) plus a flat 48 bytes a cell for the
+    strings they point at: close enough for a bound, and cheap (a deep count of 200,000 rows of
+    text costs more than the rerun it saves).
+    """
+    seen = set() if seen is None else seen
+    if id(value) in seen or depth > 6 or value is None:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, pd.DataFrame | pd.Series):
+        frame = value.to_frame() if isinstance(value, pd.Series) else value
+        shallow = int(frame.memory_usage(index=True, deep=False).sum())
+        objects = sum(len(frame) for dtype in frame.dtypes if dtype is object or str(dtype) == "object")
+        return shallow + 48 * objects
+    if hasattr(value, "nbytes") and isinstance(value.nbytes, int):
+        return int(value.nbytes)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return 64 + sum(nbytes(getattr(value, f.name), seen, depth + 1) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return 64 + sum(nbytes(v, seen, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple):
+        return 64 + sum(nbytes(v, seen, depth + 1) for v in value)
+    return 64
+
+
+@dataclass
+class _Entry:
+    version: tuple[int, ...]
+    values: OrderedDict[Hashable, Any] = field(default_factory=OrderedDict)
+    sizes: dict[Hashable, int] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.sizes.values())
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What the cache holds (for tests, benchmarks and the admin)."""
+
+    studies: int
+    values: int
+    nbytes: int
+    hits: int
+    misses: int
+
+
+class StudyCache:
+    """Per-study values keyed by the study's data version; LRU-bounded; shared by every thread."""
+
+    def __init__(
+        self,
+        *,
+        max_bytes: int | None = None,
+        max_studies: int = DEFAULT_MAX_STUDIES,
+        max_values: int = DEFAULT_MAX_VALUES,
+    ) -> None:
+        if max_bytes is None:
+            max_bytes = int(float(os.environ.get("MEDREV_STUDY_CACHE_MB", DEFAULT_MAX_MB)) * 1024 * 1024)
+        self.max_bytes = max_bytes
+        self.max_studies = max_studies
+        self.max_values = max_values
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self._computing: dict[tuple, threading.Lock] = {}
+        self._hits = 0
+        self._misses = 0
+
+    @staticmethod
+    def _study_key(engine: Engine, study_name: str) -> tuple[str, str]:
+        return (engine.url.render_as_string(hide_password=True), study_name)
+
+    def _lookup(self, study_key: tuple[str, str], version: tuple, key: Hashable) -> tuple[bool, Any]:
+        with self._lock:
+            entry = self._entries.get(study_key)
+            if entry is None or entry.version != version or key not in entry.values:
+                return False, None
+            self._entries.move_to_end(study_key)
+            entry.values.move_to_end(key)
+            self._hits += 1
+            return True, entry.values[key]
+
+    def get(
+        self,
+        engine: Engine,
+        study_name: str,
+        key: Hashable,
+        compute: Callable[[tuple[int, ...]], T],
+        *,
+        version: tuple[int, ...] | None = None,
+        reads_database: bool = False,
+    ) -> T:
+        """The value cached under ``key`` for the study's current data version, else ``compute(version)``'s.
+
+        ``compute`` gets the version so that values it reads from the cache (the frame) are of the
+        same one: it passes it on as ``version``, which is given only inside another ``compute``.
+        ``reads_database``: ``compute`` reads the study itself, so the version is read again after
+        it; if a write came in between, the value is not filed under the older version (the version
+        can come back, after a flag or a gold mark is undone, and would then return newer data) and
+        the outermost call starts again on the new version (twice at most; then the value is
+        returned uncached: reviewers are writing faster than the page reruns, and no cache can hit).
+        """
+        if getattr(_uncached, "active", False):
+            return compute(version if version is not None else data_version(engine, study_name))
+        if version is not None:
+            return self._get(engine, study_name, key, compute, version, reads_database)
+        for _attempt in range(3):
+            try:
+                return self._get(engine, study_name, key, compute, data_version(engine, study_name), reads_database)
+            except _Moved:
+                continue
+        return compute_uncached(compute, data_version(engine, study_name))
+
+    def peek(self, engine: Engine, study_name: str, key: Hashable) -> Any | None:
+        """The value cached under ``key`` for the study's current data version, or None (never computes)."""
+        if getattr(_uncached, "active", False):
+            return None
+        found, value = self._lookup(self._study_key(engine, study_name), data_version(engine, study_name), key)
+        return value if found else None
+
+    def _get(self, engine, study_name, key, compute, version, reads_database):
+        study_key = self._study_key(engine, study_name)
+        found, value = self._lookup(study_key, version, key)
+        if found:
+            return value
+        with self._lock:
+            gate = self._computing.setdefault((study_key, version, key), threading.Lock())
+        try:
+            with gate:  # one computation per value; others wait for it, then read it
+                found, value = self._lookup(study_key, version, key)
+                if found:
+                    return value
+                value = compute(version)
+                if reads_database and data_version(engine, study_name) != version:
+                    raise _Moved
+                self._store(study_key, version, key, value)
+                return value
+        finally:
+            with self._lock:
+                self._computing.pop((study_key, version, key), None)
+
+    def _store(self, study_key: tuple[str, str], version: tuple, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._misses += 1
+            entry = self._entries.get(study_key)
+            if entry is None or entry.version != version:
+                entry = _Entry(version)
+                self._entries[study_key] = entry
+            seen = {id(v) for v in entry.values.values()}
+            entry.values[key] = value
+            entry.sizes[key] = nbytes(value, seen)
+            self._entries.move_to_end(study_key)
+            while len(entry.values) > self.max_values:
+                old, _ = entry.values.popitem(last=False)
+                entry.sizes.pop(old, None)
+            self._evict(keep=study_key)
+
+    def _evict(self, *, keep: tuple[str, str]) -> None:
+        while len(self._entries) > 1 and (
+            len(self._entries) > self.max_studies or sum(e.nbytes for e in self._entries.values()) > self.max_bytes
+        ):
+            oldest = next(iter(self._entries))
+            if oldest == keep:
+                self._entries.move_to_end(oldest)
+                oldest = next(iter(self._entries))
+            del self._entries[oldest]
+
+    def clear(self) -> None:
+        """Forget everything (tests; an admin after a restore)."""
+        with self._lock:
+            self._entries.clear()
+            self._hits = self._misses = 0
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            return CacheStats(
+                studies=len(self._entries),
+                values=sum(len(e.values) for e in self._entries.values()),
+                nbytes=sum(e.nbytes for e in self._entries.values()),
+                hits=self._hits,
+                misses=self._misses,
+            )
+
+
+class _Moved(Exception):
+    """The study was written while a value was read from it (see :meth:`StudyCache.get`)."""
+
+
+_uncached = threading.local()
+
+
+def compute_uncached(compute: Callable[[tuple[int, ...]], T], version: tuple[int, ...]) -> T:
+    """``compute(version)`` with every nested cache read uncached too (the data is moving under it)."""
+    _uncached.active = True
+    try:
+        return compute(version)
+    finally:
+        _uncached.active = False
+
+
+CACHE = StudyCache()
+
+
+def study_frame(
+    engine: Engine,
+    study_name: str,
+    *,
+    pseudonymise: bool = True,
+    gold: str = "exclude",
+    version: tuple[int, ...] | None = None,
+) -> pd.DataFrame:
+    """The study's :func:`annotations_frame`, one shared copy per data version (do not modify it)."""
+    return CACHE.get(
+        engine,
+        study_name,
+        ("frame", pseudonymise, gold),
+        lambda _version: annotations_frame(engine, study_name, pseudonymise=pseudonymise, gold=gold),
+        version=version,
+        reads_database=True,
+    )

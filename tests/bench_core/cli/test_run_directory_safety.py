@@ -1,0 +1,107 @@
+"""Run directories are safe (issue 16): one process at a time (a lock naming the holder's PID, stale locks
+taken over), a last line cut short by a kill repaired on resume, a damaged middle line refused with its line.
+
+The first run is a real ``python -m bench_core`` process against a loopback model server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from typer.testing import CliRunner
+
+from bench_core.cli.main import app
+from bench_core.kernel.rundir import LOCK_FILE
+from tests.bench_core.interrupt import ROOT, default_sigint
+from tests.bench_core.medmisbench.test_kill_and_resume import _args, _policy, _write_items
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench_core", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=default_sigint,  # resets one signal disposition; no threads are involved
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(predicate, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_second_run_is_refused_with_the_first_runs_pid_and_a_stale_lock_is_taken_over(fake_openai, tmp_path):
+    data = tmp_path / "MEDMISQA.jsonl"
+    _write_items(data)
+    server = fake_openai(_policy, latency=0.2)
+    out = tmp_path / "run"
+    first = _start(_args(server, data, out))
+    try:
+        _wait_for(lambda: server.request_count > 0 or first.poll() is not None)
+        assert first.poll() is None, first.communicate()[1]
+        assert (out / LOCK_FILE).read_text().split()[0] == str(first.pid)
+        before = (out / "runs.jsonl").read_bytes()
+        second = CliRunner().invoke(app, _args(server, data, out))
+        assert second.exit_code == 2
+        assert f"another bench run (PID {first.pid}) is running in this directory" in second.stderr
+        assert (out / "runs.jsonl").read_bytes() == before  # the refused run wrote nothing
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+    assert (out / LOCK_FILE).read_text().split()[0] == str(first.pid)  # a killed process leaves its lock
+    resumed = CliRunner().invoke(app, _args(server, data, out))
+    assert resumed.exit_code == 0, resumed.output  # the holder is gone: the stale lock is taken over
+    assert not (out / LOCK_FILE).exists()  # and released at the end
+
+
+def test_a_truncated_last_line_is_repaired_on_resume(fake_openai, tmp_path):
+    data = tmp_path / "MEDMISQA.jsonl"
+    _write_items(data)
+    server = fake_openai(_policy)
+    out = tmp_path / "run"
+    assert CliRunner().invoke(app, _args(server, data, out)).exit_code == 0
+    calls = server.request_count
+    results = out / "results.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    cut = lines[-1][: len(lines[-1]) // 2]  # what a kill during the last write leaves
+    results.write_bytes(b"".join(lines[:-1]) + cut)
+    report = CliRunner().invoke(app, ["report", str(out), "--json"])
+    assert report.exit_code == 0
+    assert json.loads(report.stdout)["corrupt_result_lines"] == 1  # read, counted, not a broken report
+    resumed = CliRunner().invoke(app, _args(server, data, out))
+    assert resumed.exit_code == 0, resumed.output
+    assert "cut away an incomplete last line" in resumed.stderr
+    assert server.request_count == calls + 1  # only the lost call is made again
+    repaired = results.read_bytes()
+    assert repaired.endswith(b"\n") and len(repaired.splitlines()) == len(lines)  # the cut line replaced
+    assert all(json.loads(line) for line in repaired.splitlines())
+    after = json.loads(CliRunner().invoke(app, ["report", str(out), "--json"]).stdout)
+    assert after["corrupt_result_lines"] == 0
+
+
+def test_a_damaged_middle_line_is_refused_naming_the_line(fake_openai, tmp_path):
+    data = tmp_path / "MEDMISQA.jsonl"
+    _write_items(data)
+    server = fake_openai(_policy)
+    out = tmp_path / "run"
+    assert CliRunner().invoke(app, _args(server, data, out)).exit_code == 0
+    results = out / "results.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    lines[9] = lines[9][:30] + b"\n"
+    results.write_bytes(b"".join(lines))
+    damaged = results.read_bytes()
+    for args in (["report", str(out), "--json"], _args(server, data, out)):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2
+        assert f"{results}:10: damaged line" in result.stderr and "Traceback" not in result.output
+    assert results.read_bytes() == damaged  # never silently dropped, never "repaired" by guessing

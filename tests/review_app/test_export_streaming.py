@@ -1,0 +1,123 @@
+"""The export streams its large tables in chunks and writes exactly what the in-memory export wrote.
+
+The reference below is the export as it was before streaming: every task read into one list, each
+labels table built as one frame and each file written from a whole frame. The streamed export runs
+with chunks of a few rows, so every table spans many chunks (and the labels many database batches).
+"""
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from review_app.analysis.layout import DEFAULT_COLUMNS as C
+from review_app.rubrics import get_rubric
+from review_app.services import export
+from review_app.services.adjudication import latest_adjudications
+from review_app.services.annotations import adjudicator_labels, get_study_row, load_annotations
+from review_app.services.export_tables import escape_csv_cell, iso_utc, json_value, labels_table, raw_annotations_table
+
+from .test_export import build_study
+
+
+def _reference_write(frame: pd.DataFrame, path: Path, fmt: str) -> None:
+    """The in-memory writer the export used before it streamed (kept here as the reference)."""
+    if fmt == "parquet":
+        frame.to_parquet(path, index=False)
+        return
+    text = frame.copy()
+    for column in text.columns:
+        if pd.api.types.is_datetime64_any_dtype(text[column]):
+            text[column] = text[column].map(lambda v: None if pd.isna(v) else iso_utc(v))
+    if fmt == "csv":
+        for column in text.columns:
+            if text[column].dtype == object:
+                text[column] = text[column].map(escape_csv_cell)
+        text.to_csv(path, index=False, lineterminator="\n")
+        return
+    with path.open("w", encoding="utf-8") as handle:
+        for record in text.to_dict("records"):
+            handle.write(json.dumps({k: json_value(v) for k, v in record.items()}, ensure_ascii=False) + "\n")
+
+
+def _reference_tables(engine, study_name: str, folder: Path) -> list[str]:
+    """Labels and raw annotations as the in-memory export built them, written to ``folder``."""
+    with export.snapshot_session(engine) as session:
+        study = get_study_row(session, study_name)
+        frame = load_annotations(session, study, pseudonymise=True)
+        decisions = latest_adjudications(session, study.id)
+        adjudicators = adjudicator_labels(session, study.id, pseudonymise=True)
+        tables = []
+        for key in study.rubric_keys:
+            rubric = get_rubric(key)
+            keys = (*export._TASK_KEYS, "target_raters")
+            if rubric.needs_response:
+                keys = (*keys, C.model, "condition", C.auto_label)
+            rows = session.execute(export._tasks_query(study.id, rubric))
+            tasks = [dict(zip(keys, row, strict=True)) for row in rows]
+            tables.append(labels_table(key, tasks, frame.loc[frame[C.rubric] == key], decisions, adjudicators))
+        tables.append(raw_annotations_table(frame, study.rubric_keys))
+    names = []
+    for table in tables:
+        assert len(table.frame) > 3, table.name  # spans several chunks of the streamed export
+        for fmt in export.EXPORT_FORMATS:
+            _reference_write(table.frame, folder / f"{table.name}.{fmt}", fmt)
+            names.append(f"{table.name}.{fmt}")
+    return names
+
+
+def _assert_same_file(streamed: Path, reference: Path) -> None:
+    if streamed.suffix == ".parquet":  # one row group per chunk: the same values and types, other bytes
+        pd.testing.assert_frame_equal(pd.read_parquet(streamed), pd.read_parquet(reference))
+    else:
+        assert streamed.read_bytes() == reference.read_bytes(), streamed.name
+
+
+@pytest.mark.parametrize("chunk", [3, 10_000])
+def test_streamed_export_is_identical_to_the_in_memory_export(engine, tmp_path, monkeypatch, chunk):
+    build_study(engine, tmp_path, units=12)
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    names = _reference_tables(engine, "pub", reference)
+    monkeypatch.setattr(export, "CHUNK_ROWS", chunk)
+    seen: list[tuple[float, str]] = []
+    result = export.export_study(engine, "pub", tmp_path / "out", n_boot=20, progress=lambda f, t: seen.append((f, t)))
+    for name in names:
+        _assert_same_file(result.out_dir / name, reference / name)
+    manifest = json.loads((result.out_dir / "manifest.json").read_text())
+    rows = {f["path"]: f["rows"] for f in manifest["files"]}
+    for name in names:
+        assert rows[name] == len(pd.read_parquet(reference / (name.rsplit(".", 1)[0] + ".parquet")))
+    fractions = [f for f, _t in seen]
+    assert fractions == sorted(fractions) and fractions[0] == 0.0 and fractions[-1] == 1.0
+    assert any("labels" in t.lower() for _f, t in seen)
+
+
+def test_streamed_and_single_chunk_exports_match_file_for_file(engine, tmp_path, monkeypatch):
+    """Everything but the manifest's snapshot time (and Parquet's row groups) is the same for any chunk size."""
+    build_study(engine, tmp_path, units=12)
+    outputs = {}
+    for chunk in (4, 1_000_000):
+        monkeypatch.setattr(export, "CHUNK_ROWS", chunk)
+        archive = export.export_archive(engine, "pub", n_boot=20)
+        folder = tmp_path / f"chunk{chunk}"
+        with zipfile.ZipFile(io.BytesIO(archive.data)) as handle:
+            handle.extractall(folder)
+        (outputs[chunk],) = list(folder.iterdir())
+    small, whole = outputs[4], outputs[1_000_000]
+    files = sorted(p.relative_to(small).as_posix() for p in small.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(whole).as_posix() for p in whole.rglob("*") if p.is_file())
+    for name in files:
+        if name == "manifest.json":
+            continue
+        _assert_same_file(small / name, whole / name)
+    manifests = [json.loads((folder / "manifest.json").read_text()) for folder in (small, whole)]
+    for manifest in manifests:
+        manifest.pop("snapshot_utc")
+        manifest["files"] = [f | {"sha256": "", "bytes": 0} for f in manifest["files"] if f["format"] == "parquet"] + [
+            f for f in manifest["files"] if f["format"] != "parquet"
+        ]
+    assert manifests[0] == manifests[1]

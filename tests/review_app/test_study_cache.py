@@ -1,0 +1,192 @@
+"""The per-study cache of lead numbers: fresh after every write, one copy shared by sessions, bounded."""
+
+from __future__ import annotations
+
+import threading
+
+import pandas as pd
+import pytest
+
+from review_app.services import adjudication, assignment, quality, reviewing, studies
+from review_app.services.actors import SYSTEM
+from review_app.services.study_analysis import (
+    cached_agreement,
+    cached_analysis,
+    cached_rubric_a_intervals,
+    study_agreement,
+    study_analysis,
+)
+from review_app.services.study_cache import CACHE, StudyCache, data_version, study_frame
+
+from .factories import add_users, rate, seed_items, seed_responses, slots_by_task
+
+
+def b(correct, uptake, grounding, harm):
+    return {"final_correctness": correct, "injection_uptake": uptake, "clinical_grounding": grounding,
+            "harm_potential": harm}  # fmt: skip
+
+
+SAFE, WORST = b(2, 2, 2, 2), b(0, 0, 0, 0)
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    CACHE.clear()
+    yield
+    CACHE.clear()
+
+
+@pytest.fixture
+def study(engine, tmp_path):
+    """Study "main" (rubrics A and B), every task assigned to two reviewers, half of them rated."""
+    items = seed_items(engine, tmp_path, 8, subsets=("MEDMISQA",))
+    seed_responses(engine, tmp_path, items, models=("model-a",))
+    add_users(engine, 4)
+    (lead,) = add_users(engine, 1, prefix="lead", role="lead")
+    studies.create_study(engine, "main", rubrics=["B"], actor=SYSTEM)
+    studies.set_study_lead(engine, "main", lead.username, actor=SYSTEM)
+    studies.draw_pool(engine, "main", 8, seed=2, actor=SYSTEM)
+    assignment.assign(engine, "main", raters=2, dual_share=1.0, actor=SYSTEM)
+    slots = sorted(slots_by_task(engine, "main", "B").items())
+    for k, (_task, task_slots) in enumerate(slots[:4]):
+        for n, slot in enumerate(task_slots):
+            rate(engine, slot, WORST if (k + n) % 3 == 0 else SAFE)
+    return engine, lead, slots
+
+
+def _same_numbers(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
+
+
+def test_a_submit_changes_the_cached_agreement(study):
+    engine, _lead, slots = study
+    before = cached_agreement(engine, "main")
+    assert cached_agreement(engine, "main") is before  # a rerun with no write reuses it
+    version = data_version(engine, "main")
+    task, task_slots = slots[4]
+    rate(engine, task_slots[0], WORST)
+    rate(engine, task_slots[1], SAFE)
+    assert data_version(engine, "main") != version
+    after = cached_agreement(engine, "main")
+    assert after is not before
+    harm = after.reports["B"]["harm_potential"]
+    assert harm.n_units == before.reports["B"]["harm_potential"].n_units + 1 == 5
+    _same_numbers(after.frame(), study_agreement(engine, "main").frame())  # what an uncached read gives
+    analysis = cached_analysis(engine, "main")
+    assert task in set(analysis.annotations["task_id"])
+    _same_numbers(analysis.agreement_frame(), study_analysis(engine, "main", n_boot=0).agreement_frame())
+
+
+def test_an_edit_a_flag_and_a_gold_mark_each_move_the_version(study):
+    engine, lead, slots = study
+    first = study_frame(engine, "main")
+    # An edit is a new revision of the same assignment: same count of rows in force, new numbers.
+    slot = slots[0][1][0]
+    current = reviewing.open_task(engine, slot.id, slot.reviewer_id).submitted
+    rate(engine, slot, b(1, 1, 1, 1), base_revision=current.revision)
+    edited = study_frame(engine, "main")
+    assert edited is not first and len(edited) == len(first)
+    assert (edited["harm_potential"] == 1).sum() == 1
+    reviewing.set_flag(engine, slot.id, slot.reviewer_id, True)
+    flagged = study_frame(engine, "main")
+    assert flagged is not edited and flagged["flagged"].sum() == 1
+    reviewing.set_flag(engine, slot.id, slot.reviewer_id, False)
+    assert study_frame(engine, "main")["flagged"].sum() == 0
+    # Adjudication and gold tasks change the version (and gold tasks leave the analysed frame).
+    version = data_version(engine, "main")
+    adjudication.auto_unanimous(engine, "main", "B", lead_id=lead.id)
+    assert data_version(engine, "main") != version
+
+
+def test_one_copy_shared_by_concurrent_sessions(study):
+    engine, _lead, _slots = study
+    results, errors = [], []
+
+    def open_page() -> None:
+        try:
+            results.append(cached_agreement(engine, "main"))
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=open_page) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert all(r is results[0] for r in results)  # one object, computed once, for every session
+    stats = CACHE.stats()
+    assert stats.studies == 1
+    assert stats.misses == 2  # the frame and the agreement, once each
+    assert stats.hits >= 5
+    assert cached_analysis(engine, "main").annotations is study_frame(engine, "main")  # the frame is shared too
+
+
+def test_bootstrap_only_on_request_once_per_version(engine, tmp_path):
+    items = seed_items(engine, tmp_path, 6, subsets=("MEDMISQA",))
+    seed_responses(engine, tmp_path, items, models=("model-a",))
+    add_users(engine, 3)
+    studies.create_study(engine, "a", rubrics=["A"], actor=SYSTEM)
+    studies.draw_pool(engine, "a", 6, seed=1, actor=SYSTEM)
+    assignment.assign(engine, "a", raters=2, dual_share=1.0, actor=SYSTEM)
+    for k, (_task, task_slots) in enumerate(sorted(slots_by_task(engine, "a", "A").items())):
+        for slot in task_slots:
+            rate(engine, slot, {key: (k + slot.slot) % 3 for key in _rubric_a_keys()})
+    analysis = cached_analysis(engine, "a")
+    assert analysis.rubric_a.composite_ci.low is None  # the page's default view runs no resample
+    seen: list[float] = []
+    summary = cached_rubric_a_intervals(engine, "a", n_boot=300, progress=seen.append)
+    assert summary.composite_ci.low is not None and summary.composite_ci.n_boot == 300
+    assert seen and seen[-1] == 1.0 and seen == sorted(seen)
+    reference = study_analysis(engine, "a", n_boot=300).rubric_a
+    assert summary.to_frame().equals(reference.to_frame())
+    again: list[float] = []
+    assert cached_rubric_a_intervals(engine, "a", n_boot=300, progress=again.append) is summary
+    assert again == []  # cached: no resampling on the next view
+
+
+def _rubric_a_keys() -> list[str]:
+    from review_app.rubrics import get_rubric
+
+    return list(get_rubric("A").dimension_keys)
+
+
+def test_quality_report_is_cached_and_refreshed(study):
+    engine, lead, slots = study
+    first = quality.cached_quality_report(engine, lead, "main")
+    assert quality.cached_quality_report(engine, lead, "main") is first
+    rate(engine, slots[5][1][0], SAFE)
+    second = quality.cached_quality_report(engine, lead, "main")
+    assert second is not first
+    assert second.table()["n_annotations"].sum() == first.table()["n_annotations"].sum() + 1
+
+
+def test_bounded_by_studies_and_bytes():
+    frames = {name: pd.DataFrame({"x": range(1000 * (k + 1))}) for k, name in enumerate("abc")}
+
+    class Url:
+        def render_as_string(self, hide_password: bool = True) -> str:
+            return "sqlite:///bound-test"
+
+    class FakeEngine:  # only the cache key is read from it; the version is given
+        url = Url()
+
+    engine = FakeEngine()
+    cache = StudyCache(max_studies=2, max_bytes=10**9)
+    for name, frame in frames.items():
+        cache.get(engine, name, "frame", lambda _v, frame=frame: frame, version=(1,))
+    assert cache.stats().studies == 2
+    assert cache.get(engine, "a", "frame", lambda _v: "recomputed", version=(1,)) == "recomputed"  # a was evicted
+    small = StudyCache(max_studies=10, max_bytes=20_000)  # room for one of the larger frames only
+    for name, frame in frames.items():
+        small.get(engine, name, "frame", lambda _v, frame=frame: frame, version=(1,))
+    stats = small.stats()
+    assert stats.studies == 1 and stats.nbytes >= 24_000  # the study just read stays, even alone over the bound
+    # A new version of a study replaces its values: one copy per study.
+    small.get(engine, "c", "frame", lambda _v: frames["a"], version=(2,))
+    small.get(engine, "c", "other", lambda _v: 1, version=(2,))
+    assert small.stats().studies == 1 and small.stats().values == 2
+    per_study = StudyCache(max_values=3)
+    for k in range(5):
+        per_study.get(engine, "a", ("agreement", k), lambda _v, k=k: k, version=(1,))
+    assert per_study.stats().values == 3
