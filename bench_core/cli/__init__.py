@@ -8,8 +8,9 @@ the bench commands, so ``medrev --help`` starts fast.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from bench_core.kernel.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from bench_core.cli.errors import DEBUG_HELP, MedrevGroup, debug_option
@@ -17,17 +18,11 @@ if TYPE_CHECKING:
 
 __all__ = ["DEBUG_HELP", "MedrevGroup", "app", "debug_option"]
 _EXPORTS = {
-    "DEBUG_HELP": "bench_core.cli.errors",
-    "MedrevGroup": "bench_core.cli.errors",
-    "debug_option": "bench_core.cli.errors",
-    "app": "bench_core.cli.main",
+    "DEBUG_HELP": ("bench_core.cli.errors", "DEBUG_HELP"),
+    "MedrevGroup": ("bench_core.cli.errors", "MedrevGroup"),
+    "debug_option": ("bench_core.cli.errors", "debug_option"),
+    "app": ("bench_core.cli.main", "app"),
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import an exported name on first use."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _EXPORTS)

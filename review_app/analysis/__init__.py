@@ -10,8 +10,9 @@ the submodule, and importing the submodule rebinds the package attribute to the 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from bench_core.kernel.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from review_app.analysis.agreement import (
@@ -118,13 +119,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import an exported name on first use."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attr = _EXPORTS[name]
-    value = importlib.import_module(f"{module}.{attr}") if module == __name__ else getattr(
-        importlib.import_module(module), attr
-    )
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _EXPORTS)
