@@ -24,6 +24,8 @@ Targets (issue 17): page rerun <= 1 s, first load <= 3 s, export <= 10 s, p95 wi
 idle, app RSS <= 600 MB, next task p95 <= 5 ms, Progress <= 0.5 s after a bulk import (PostgreSQL).
 
     .venv/bin/python bench/lead_pages_speed.py [--db sqlite|postgresql|both] [--scale 0.1]
+    .venv/bin/python bench/lead_pages_speed.py --build sqlite:////tmp/lead.db --scale 0.25   # fill once
+    .venv/bin/python bench/lead_pages_speed.py --use sqlite:////tmp/lead.db                   # measure it
 """
 
 from __future__ import annotations
@@ -544,10 +546,20 @@ def main() -> None:
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the study size (0.1: a quick check)")
     parser.add_argument("--samples", type=int, default=200, help="submit-to-next and next-task samples")
-    parser.add_argument("--build", metavar="URL", help=argparse.SUPPRESS)  # the child that fills a database
+    parser.add_argument("--build", metavar="URL", help="only fill the empty database at URL (migrated here)")
+    parser.add_argument(
+        "--use",
+        metavar="URL",
+        help="measure a database an earlier --build filled (it is not rebuilt; reviewers' submits stay in it)",
+    )
     args = parser.parse_args()
     if args.build:
         print(json.dumps(build(args.build, args.scale)))
+        return
+    if args.use:
+        with tempfile.TemporaryDirectory() as tmp:
+            backend = "postgresql" if args.use.startswith("postgresql") else "sqlite"
+            print(json.dumps({backend: measure(args.use, backend, Path(tmp), args.samples)}, sort_keys=True))
         return
     results = {}
     for backend in ("sqlite", "postgresql") if args.db == "both" else (args.db,):
