@@ -260,6 +260,9 @@ class Task(SQLModel, table=True):
     locked: bool = False
     locked_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    # Assignments of the task in status 'submitted', kept by a database trigger (migration 0007)
+    # whatever writes them; the Progress page reads counters instead of scanning every assignment.
+    submitted_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 class Assignment(SQLModel, table=True):
@@ -420,6 +423,40 @@ class GoldTask(SQLModel, table=True):
     source_task_id: int | None = Field(default=None, foreign_key="task.id")
     created_by: int = Field(foreign_key="reviewer.id")
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class ProgressCell(SQLModel, table=True):
+    """A study's task counts by rubric and item subset, kept by database triggers (migration 0007).
+
+    Written only by the triggers on ``task`` (and, through ``task.submitted_count``, on
+    ``assignment``): never insert or update these rows from Python.
+    """
+
+    __tablename__ = "progress_cell"
+
+    study_id: int = Field(foreign_key="study.id", primary_key=True)
+    rubric: str = Field(primary_key=True, max_length=40)
+    subset: str = Field(primary_key=True, max_length=100)
+    tasks: int
+    complete: int
+    planned_pairs: int
+    complete_pairs: int
+    unstarted_pairs: int
+
+
+class AssignmentTally(SQLModel, table=True):
+    """A reviewer's assignments in a study by status (and how many are flagged), kept by triggers.
+
+    Written only by the triggers on ``assignment`` (migration 0007).
+    """
+
+    __tablename__ = "assignment_tally"
+
+    study_id: int = Field(foreign_key="study.id", primary_key=True)
+    reviewer_id: int = Field(foreign_key="reviewer.id", primary_key=True)
+    status: str = Field(primary_key=True, max_length=20)
+    n: int
+    flagged: int
 
 
 class TaskFlag(SQLModel, table=True):
