@@ -459,6 +459,27 @@ class AssignmentTally(SQLModel, table=True):
     flagged: int
 
 
+class FirstSubmission(SQLModel, table=True):
+    """Each assignment's first submitted annotation, for throughput and median time on task.
+
+    Written only by a trigger on ``annotation`` (migration 0007); annotations are append-only, so
+    it only grows. Its indexes answer the Progress page's per-reviewer figures without the join of
+    every annotation to its assignment.
+    """
+
+    __tablename__ = "first_submission"
+    __table_args__ = (
+        Index("ix_first_submission_seconds", "study_id", "reviewer_id", "seconds_on_task"),
+        Index("ix_first_submission_time", "study_id", "reviewer_id", "created_at"),
+    )
+
+    annotation_id: int = Field(foreign_key="annotation.id", primary_key=True)
+    study_id: int = Field(foreign_key="study.id")
+    reviewer_id: int = Field(foreign_key="reviewer.id")
+    seconds_on_task: float
+    created_at: datetime
+
+
 class TaskFlag(SQLModel, table=True):
     """A reviewer's flag on a task for the study lead: what is wrong (kind), their comment, and the lead's answer.
 

@@ -11,12 +11,14 @@ from revision 0006 with work already in it gets the same counters from the migra
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sqlalchemy import and_, case, func, select, text
 
 from review_app.db.engine import read_session
 from review_app.db.migrate import upgrade
-from review_app.db.models import Assignment, Item, Reviewer, Study, Task
-from review_app.rubrics import get_rubric
+from review_app.db.models import Annotation, Assignment, Item, Reviewer, Study, Task, utcnow
+from review_app.rubrics import ScoreSheet, get_rubric
 from review_app.services import assignment as assigning
 from review_app.services import progress, reviewing, studies
 from review_app.services.actors import SYSTEM
@@ -75,6 +77,32 @@ def _scan(engine, study_name: str) -> dict:
             .where(Assignment.study_id == study_id)
             .group_by(Reviewer.username)
         ).all()
+        first = (
+            select(Annotation.reviewer_id, Annotation.seconds_on_task, Annotation.created_at)
+            .join(Assignment, Assignment.id == Annotation.assignment_id)
+            .where(Assignment.study_id == study_id, Annotation.revision == 1)
+            .subquery()
+        )
+        ranked = select(
+            first,
+            func.row_number().over(partition_by=first.c.reviewer_id, order_by=first.c.seconds_on_task).label("rn"),
+            func.count().over(partition_by=first.c.reviewer_id).label("n"),
+        ).subquery()
+        middle = ranked.c.rn.in_(((ranked.c.n + 1) // 2, (ranked.c.n + 2) // 2))
+        week_ago = utcnow() - timedelta(days=7)
+        names = dict(session.execute(select(Reviewer.id, Reviewer.username)).all())
+        throughput = {
+            names[r[0]]: (round(float(r[4]), 1), round(r[1] / r[2], 1), int(r[3] or 0))
+            for r in session.execute(
+                select(
+                    ranked.c.reviewer_id,
+                    func.count(),
+                    func.count(func.distinct(func.date(ranked.c.created_at))),
+                    func.sum(case((ranked.c.created_at >= week_ago, 1), else_=0)),
+                    func.avg(case((middle, ranked.c.seconds_on_task), else_=None)),
+                ).group_by(ranked.c.reviewer_id)
+            ).all()
+        }
     by_rubric: dict[str, list[int]] = {}
     by_subset: dict[str, list[int]] = {}
     pairs = [0, 0, 0]
@@ -90,6 +118,7 @@ def _scan(engine, study_name: str) -> dict:
         "assignments": {k: int(v) for k, v in statuses.items()},
         "pairs": {"planned": pairs[0], "complete": pairs[1], "not_started": pairs[2]},
         "reviewers": {name: tuple(int(x or 0) for x in counts) for name, *counts in reviewers},
+        "throughput": throughput,
     }
 
 
@@ -103,6 +132,11 @@ def _counted(engine, study_name: str) -> dict:
         "reviewers": {
             r["username"]: tuple(r[k] for k in ("assigned", "submitted", "open", "skipped", "flagged"))
             for r in report.by_reviewer
+        },
+        "throughput": {
+            r["username"]: (r["median_seconds"], r["per_active_day"], r["last_7_days"])
+            for r in report.by_reviewer
+            if r["median_seconds"] is not None
         },
     }
 
@@ -134,8 +168,10 @@ def test_counters_equal_a_full_scan_after_every_kind_of_write(engine, tmp_path):
     assert first["pairs"]["planned"] > 0 and first["assignments"]["assigned"] > 0
 
     a_slots, b_slots = _live(engine, "A"), _live(engine, "B")
-    for slot in a_slots[:5]:
-        rate(engine, slot, dict.fromkeys(A, 1))
+    for n, slot in enumerate(a_slots[:5]):
+        sheet = ScoreSheet(rubric="A", scores=dict.fromkeys(A, 1))
+        reviewing.submit(engine, slot.id, slot.reviewer_id, sheet, client_token=f"t{slot.id}", base_revision=0,
+                         seconds_on_task=[90.0, 12.5, 40.0, 7.25, 300.0][n])  # fmt: skip
     for slot in b_slots[:4]:
         rate(engine, slot, dict.fromkeys(B, 2))
     after_submits = _same(engine)

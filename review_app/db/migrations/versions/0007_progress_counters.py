@@ -7,7 +7,11 @@ the study, not with what changed. The database now keeps the answers as it is wr
 * ``task.submitted_count``: the task's assignments in status ``submitted``;
 * ``progress_cell`` (study, rubric, subset): tasks, complete tasks (``submitted_count >=
   target_raters``), dual-rated tasks planned, complete and not started;
-* ``assignment_tally`` (study, reviewer, status): assignments and flagged assignments.
+* ``assignment_tally`` (study, reviewer, status): assignments and flagged assignments;
+* ``first_submission``: each assignment's first submitted annotation (revision 1) with its study,
+  reviewer, time on task and time, indexed by (study, reviewer, time on task) and (study, reviewer,
+  time): throughput and the median time on task read one narrow index, not every annotation joined
+  to its assignment (4-9 s at 200,000 annotations). Annotations are append-only, so it only grows.
 
 Triggers on ``assignment`` and ``task`` subtract a row's old contribution and add its new one on
 every insert, update of a counted column and delete, whatever service (or SQL) wrote it, inside the
@@ -88,6 +92,11 @@ def _count_submitted(row: str, step: str) -> str:
     )
 
 
+_FIRST_SUBMISSION = (
+    "INSERT INTO first_submission (annotation_id, study_id, reviewer_id, seconds_on_task, created_at) "
+    "SELECT NEW.id, assignment.study_id, NEW.reviewer_id, NEW.seconds_on_task, NEW.created_at FROM assignment "
+    "WHERE assignment.id = NEW.assignment_id"
+)
 _ASSIGNMENT_COLUMNS = "status, flagged, reviewer_id, study_id, task_id"
 _TASK_COLUMNS = "submitted_count, target_raters, study_id, rubric, item_id"
 
@@ -103,8 +112,11 @@ SQLITE = (
     f"CREATE TRIGGER progress_task_delete AFTER DELETE ON task BEGIN {_subtract_cell('OLD')}; END",
     f"CREATE TRIGGER progress_task_update AFTER UPDATE OF {_TASK_COLUMNS} ON task BEGIN "
     f"{_subtract_cell('OLD')}; {_add_cell('NEW')}; END",
+    f"CREATE TRIGGER progress_first_submission AFTER INSERT ON annotation WHEN NEW.revision = 1 BEGIN "
+    f"{_FIRST_SUBMISSION}; END",
 )
 SQLITE_DROP = (
+    "progress_first_submission",
     "progress_assignment_insert",
     "progress_assignment_delete",
     "progress_assignment_update",
@@ -128,6 +140,10 @@ POSTGRES = (
     "RETURN NULL; END $$",
     f"CREATE TRIGGER progress_task AFTER INSERT OR DELETE OR UPDATE OF {_TASK_COLUMNS} ON task "
     "FOR EACH ROW EXECUTE FUNCTION medrev_progress_task()",
+    "CREATE FUNCTION medrev_first_submission() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    f"{_FIRST_SUBMISSION}; RETURN NULL; END $$",
+    "CREATE TRIGGER progress_first_submission AFTER INSERT ON annotation FOR EACH ROW "
+    "WHEN (NEW.revision = 1) EXECUTE FUNCTION medrev_first_submission()",
 )
 
 BACKFILL = (
@@ -142,6 +158,10 @@ BACKFILL = (
     "INSERT INTO assignment_tally (study_id, reviewer_id, status, n, flagged) "
     "SELECT study_id, reviewer_id, status, count(*), sum(CASE WHEN flagged THEN 1 ELSE 0 END) "
     "FROM assignment GROUP BY study_id, reviewer_id, status",
+    "INSERT INTO first_submission (annotation_id, study_id, reviewer_id, seconds_on_task, created_at) "
+    "SELECT annotation.id, assignment.study_id, annotation.reviewer_id, annotation.seconds_on_task, "
+    "annotation.created_at FROM annotation JOIN assignment ON assignment.id = annotation.assignment_id "
+    "WHERE annotation.revision = 1",
 )
 
 
@@ -172,12 +192,30 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["study_id"], ["study.id"]),
         sa.PrimaryKeyConstraint("study_id", "reviewer_id", "status"),
     )
+    op.create_table(
+        "first_submission",
+        sa.Column("annotation_id", sa.Integer(), nullable=False),
+        sa.Column("study_id", sa.Integer(), nullable=False),
+        sa.Column("reviewer_id", sa.Integer(), nullable=False),
+        sa.Column("seconds_on_task", sa.Float(), nullable=False),
+        sa.Column("created_at", sqlmodel.sql.sqltypes.UTCDateTime(), nullable=False),
+        sa.ForeignKeyConstraint(["annotation_id"], ["annotation.id"]),
+        sa.ForeignKeyConstraint(["reviewer_id"], ["reviewer.id"]),
+        sa.ForeignKeyConstraint(["study_id"], ["study.id"]),
+        sa.PrimaryKeyConstraint("annotation_id"),
+    )
+    with op.batch_alter_table("first_submission", schema=None) as batch_op:
+        batch_op.create_index(
+            "ix_first_submission_seconds", ["study_id", "reviewer_id", "seconds_on_task"], unique=False
+        )
+        batch_op.create_index("ix_first_submission_time", ["study_id", "reviewer_id", "created_at"], unique=False)
     for statement in BACKFILL:
         op.execute(statement)
     for statement in SQLITE if op.get_bind().dialect.name == "sqlite" else POSTGRES:
         op.execute(statement)
     if op.get_bind().dialect.name == "postgresql":
         op.execute("ANALYZE task")
+        op.execute("ANALYZE first_submission")
 
 
 def downgrade() -> None:
@@ -189,6 +227,9 @@ def downgrade() -> None:
         op.execute("DROP TRIGGER IF EXISTS progress_task ON task")
         op.execute("DROP FUNCTION IF EXISTS medrev_progress_assignment()")
         op.execute("DROP FUNCTION IF EXISTS medrev_progress_task()")
+        op.execute("DROP TRIGGER IF EXISTS progress_first_submission ON annotation")
+        op.execute("DROP FUNCTION IF EXISTS medrev_first_submission()")
+    op.drop_table("first_submission")
     op.drop_table("assignment_tally")
     op.drop_table("progress_cell")
     with op.batch_alter_table("task", schema=None) as batch_op:
