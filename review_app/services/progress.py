@@ -13,7 +13,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
-from sqlalchemy import Engine, case, func
+from sqlalchemy import Engine, bindparam, case, func
 from sqlmodel import select
 
 from review_app.db.engine import read_session
@@ -115,16 +115,20 @@ def study_progress(engine: Engine, study_name: str) -> Progress:
             .where(FirstSubmission.study_id == study.id)
             .group_by(FirstSubmission.reviewer_id)
         ).all()
+        middle = (  # one compiled statement, run once per reviewer through the connection
+            select(FirstSubmission.seconds_on_task)
+            .where(FirstSubmission.study_id == study.id, FirstSubmission.reviewer_id == bindparam("reviewer"))
+            .order_by(FirstSubmission.seconds_on_task)
+            .offset(bindparam("skip"))
+            .limit(bindparam("take"))
+        )
+        connection = session.connection()
         throughput = {}
         for reviewer_id, n, days, recent in counts:
-            middle = session.exec(
-                select(FirstSubmission.seconds_on_task)
-                .where(FirstSubmission.study_id == study.id, FirstSubmission.reviewer_id == reviewer_id)
-                .order_by(FirstSubmission.seconds_on_task)
-                .offset((n - 1) // 2)
-                .limit(2 - n % 2)  # the middle row (odd count) or the two middle rows (even count)
-            ).all()
-            throughput[reviewer_id] = (int(n), int(days), int(recent or 0), sum(middle) / len(middle))
+            # the middle row (odd count) or the two middle rows (even count) of the reviewer's range
+            values = connection.execute(middle, {"reviewer": reviewer_id, "skip": (n - 1) // 2, "take": 2 - n % 2})
+            values = values.scalars().all()
+            throughput[reviewer_id] = (int(n), int(days), int(recent or 0), sum(values) / len(values))
         flag_rows = session.exec(
             select(TaskFlag.status, func.count()).where(TaskFlag.study_id == study.id).group_by(TaskFlag.status)
         ).all()
