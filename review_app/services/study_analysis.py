@@ -446,7 +446,6 @@ def study_agreement(
     return StudyAgreement(study_name, reports, tuple(notes), weights, int(min_ratings))
 
 
-
 def _study_facts(engine: Engine, study_name: str) -> tuple[list[str], AnalysisOptions, str | None]:
     """The study's rubrics, saved analysis options and first model (one short read)."""
     with read_session(engine) as session:

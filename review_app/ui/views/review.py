@@ -119,9 +119,7 @@ def _task_region(page_run: int) -> None:
         text=f"{plain(view.study)} · {done} of {done + todo} done, {todo} left · "
         f"this task: {view.status.replace('_', ' ')}",
     )
-    left.button(
-        "Skip for now", on_click=_skip, args=(aid,), disabled=view.status == "submitted", width="stretch"
-    )
+    left.button("Skip for now", on_click=_skip, args=(aid,), disabled=view.status == "submitted", width="stretch")
     answer = flags.latest_answer(db, aid)
     reply = f" The lead replied: {answer[2]}" if answer and answer[2] else ""
     if view.flagged:
