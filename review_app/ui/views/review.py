@@ -107,7 +107,8 @@ def _task_region(page_run: int) -> None:
         st.error(plain(exc))
         st.page_link("views/queue.py", label="Back to my queue", icon=":material/inbox:")
         return
-    st.query_params["task"] = str(aid)
+    if requested != str(aid):  # each change of the address is one more message to the browser
+        st.query_params["task"] = str(aid)
 
     rubric = get_rubric(view.rubric)
     done, todo = reviewing.work_counts(db, user.id)
