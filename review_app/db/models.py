@@ -247,6 +247,7 @@ class Task(SQLModel, table=True):
         UniqueConstraint("study_id", "unit_key", name="uq_task_unit"),
         CheckConstraint("target_raters >= 1", name="ck_task_target_raters"),
         Index("ix_task_study_rubric", "study_id", "rubric"),
+        Index("ix_task_pool_order", "study_id", "pool_rank", "id"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -478,6 +479,20 @@ class FirstSubmission(SQLModel, table=True):
     reviewer_id: int = Field(foreign_key="reviewer.id")
     seconds_on_task: float
     created_at: datetime
+
+
+class StudyTally(SQLModel, table=True):
+    """A study's annotations and highest annotation id, kept by a trigger on ``annotation`` (0007).
+
+    Annotations are append-only (an edit is a new row), so the pair changes with every submit and
+    every edit: part of the lead pages' cache key, read in one row instead of a join per rerun.
+    """
+
+    __tablename__ = "study_tally"
+
+    study_id: int = Field(foreign_key="study.id", primary_key=True)
+    annotations: int
+    last_annotation_id: int
 
 
 class TaskFlag(SQLModel, table=True):

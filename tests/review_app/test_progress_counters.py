@@ -17,7 +17,7 @@ from sqlalchemy import and_, case, func, select, text
 
 from review_app.db.engine import read_session
 from review_app.db.migrate import upgrade
-from review_app.db.models import Annotation, Assignment, Item, Reviewer, Study, Task, utcnow
+from review_app.db.models import Annotation, Assignment, Item, Reviewer, Study, StudyTally, Task, utcnow
 from review_app.rubrics import ScoreSheet, get_rubric
 from review_app.services import assignment as assigning
 from review_app.services import progress, reviewing, studies
@@ -141,9 +141,26 @@ def _counted(engine, study_name: str) -> dict:
     }
 
 
+def _annotation_tally(engine, study_name: str) -> tuple[tuple, tuple]:
+    """(study_tally's row, the same two numbers counted from every annotation of the study)."""
+    with read_session(engine) as session:
+        study_id = session.execute(select(Study.id).where(Study.name == study_name)).scalar_one()
+        kept = session.execute(
+            select(StudyTally.annotations, StudyTally.last_annotation_id).where(StudyTally.study_id == study_id)
+        ).first()
+        counted = session.execute(
+            select(func.count(Annotation.id), func.max(Annotation.id))
+            .join(Assignment, Assignment.id == Annotation.assignment_id)
+            .where(Assignment.study_id == study_id)
+        ).one()
+    return (tuple(kept) if kept else (0, None)), (counted[0], counted[1])
+
+
 def _same(engine, study_name: str = "s") -> dict:
     expected = _scan(engine, study_name)
     assert _counted(engine, study_name) == expected
+    kept, counted = _annotation_tally(engine, study_name)
+    assert kept == counted
     return expected
 
 

@@ -11,7 +11,14 @@ the study, not with what changed. The database now keeps the answers as it is wr
 * ``first_submission``: each assignment's first submitted annotation (revision 1) with its study,
   reviewer, time on task and time, indexed by (study, reviewer, time on task) and (study, reviewer,
   time): throughput and the median time on task read one narrow index, not every annotation joined
-  to its assignment (4-9 s at 200,000 annotations). Annotations are append-only, so it only grows.
+  to its assignment (4-9 s at 200,000 annotations). Annotations are append-only, so it only grows;
+* ``study_tally`` (study): its annotations and the highest annotation id, so the lead pages' cache
+  key (:func:`review_app.services.study_cache.data_version`) is read from counters, not by joining
+  every annotation to its assignment on each rerun.
+
+Also ``ix_task_pool_order`` (study, pool rank, id): the first unrated tasks in pool order (the
+Reviewers' quality page offers them as gold) are read from the front of an index, not sorted out of
+every task.
 
 Triggers on ``assignment`` and ``task`` subtract a row's old contribution and add its new one on
 every insert, update of a counted column and delete, whatever service (or SQL) wrote it, inside the
@@ -97,6 +104,12 @@ _FIRST_SUBMISSION = (
     "SELECT NEW.id, assignment.study_id, NEW.reviewer_id, NEW.seconds_on_task, NEW.created_at FROM assignment "
     "WHERE assignment.id = NEW.assignment_id"
 )
+_STUDY_TALLY = (
+    "INSERT INTO study_tally (study_id, annotations, last_annotation_id) "
+    "SELECT assignment.study_id, 1, NEW.id FROM assignment WHERE assignment.id = NEW.assignment_id "
+    "ON CONFLICT (study_id) DO UPDATE SET annotations = study_tally.annotations + 1, "
+    "last_annotation_id = {greatest}(study_tally.last_annotation_id, excluded.last_annotation_id)"
+)
 _ASSIGNMENT_COLUMNS = "status, flagged, reviewer_id, study_id, task_id"
 _TASK_COLUMNS = "submitted_count, target_raters, study_id, rubric, item_id"
 
@@ -114,8 +127,10 @@ SQLITE = (
     f"{_subtract_cell('OLD')}; {_add_cell('NEW')}; END",
     f"CREATE TRIGGER progress_first_submission AFTER INSERT ON annotation WHEN NEW.revision = 1 BEGIN "
     f"{_FIRST_SUBMISSION}; END",
+    f"CREATE TRIGGER progress_study_tally AFTER INSERT ON annotation BEGIN {_STUDY_TALLY.format(greatest='max')}; END",
 )
 SQLITE_DROP = (
+    "progress_study_tally",
     "progress_first_submission",
     "progress_assignment_insert",
     "progress_assignment_delete",
@@ -144,6 +159,10 @@ POSTGRES = (
     f"{_FIRST_SUBMISSION}; RETURN NULL; END $$",
     "CREATE TRIGGER progress_first_submission AFTER INSERT ON annotation FOR EACH ROW "
     "WHEN (NEW.revision = 1) EXECUTE FUNCTION medrev_first_submission()",
+    "CREATE FUNCTION medrev_study_tally() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    f"{_STUDY_TALLY.format(greatest='GREATEST')}; RETURN NULL; END $$",
+    "CREATE TRIGGER progress_study_tally AFTER INSERT ON annotation FOR EACH ROW "
+    "EXECUTE FUNCTION medrev_study_tally()",
 )
 
 BACKFILL = (
@@ -162,6 +181,9 @@ BACKFILL = (
     "SELECT annotation.id, assignment.study_id, annotation.reviewer_id, annotation.seconds_on_task, "
     "annotation.created_at FROM annotation JOIN assignment ON assignment.id = annotation.assignment_id "
     "WHERE annotation.revision = 1",
+    "INSERT INTO study_tally (study_id, annotations, last_annotation_id) "
+    "SELECT assignment.study_id, count(*), max(annotation.id) FROM annotation "
+    "JOIN assignment ON assignment.id = annotation.assignment_id GROUP BY assignment.study_id",
 )
 
 
@@ -209,6 +231,16 @@ def upgrade() -> None:
             "ix_first_submission_seconds", ["study_id", "reviewer_id", "seconds_on_task"], unique=False
         )
         batch_op.create_index("ix_first_submission_time", ["study_id", "reviewer_id", "created_at"], unique=False)
+    op.create_table(
+        "study_tally",
+        sa.Column("study_id", sa.Integer(), nullable=False),
+        sa.Column("annotations", sa.Integer(), nullable=False),
+        sa.Column("last_annotation_id", sa.Integer(), nullable=False),
+        sa.ForeignKeyConstraint(["study_id"], ["study.id"]),
+        sa.PrimaryKeyConstraint("study_id"),
+    )
+    with op.batch_alter_table("task", schema=None) as batch_op:
+        batch_op.create_index("ix_task_pool_order", ["study_id", "pool_rank", "id"], unique=False)
     for statement in BACKFILL:
         op.execute(statement)
     for statement in SQLITE if op.get_bind().dialect.name == "sqlite" else POSTGRES:
@@ -229,7 +261,12 @@ def downgrade() -> None:
         op.execute("DROP FUNCTION IF EXISTS medrev_progress_task()")
         op.execute("DROP TRIGGER IF EXISTS progress_first_submission ON annotation")
         op.execute("DROP FUNCTION IF EXISTS medrev_first_submission()")
+        op.execute("DROP TRIGGER IF EXISTS progress_study_tally ON annotation")
+        op.execute("DROP FUNCTION IF EXISTS medrev_study_tally()")
+    op.drop_table("study_tally")
     op.drop_table("first_submission")
+    with op.batch_alter_table("task", schema=None) as batch_op:
+        batch_op.drop_index("ix_task_pool_order")
     op.drop_table("assignment_tally")
     op.drop_table("progress_cell")
     with op.batch_alter_table("task", schema=None) as batch_op:
