@@ -31,7 +31,7 @@ from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Engine, String, and_, case, func, type_coerce
+from sqlalchemy import ARRAY, Engine, Integer, String, and_, any_, case, cast, func, literal, type_coerce
 from sqlmodel import Session, select
 
 from review_app.analysis.layout import DEFAULT_COLUMNS
@@ -190,8 +190,9 @@ def _fetch(
             Annotation.rubric,
             Annotation.reviewer_id,
             Assignment.slot,
-            # raw values (JSON text or list, timestamp text or datetime): _frame converts whole columns
-            type_coerce(Annotation.flags, String),
+            # raw values (JSON as text; timestamp text on SQLite, datetimes on PostgreSQL): _frame converts
+            # whole columns instead of a type processor per cell
+            cast(Annotation.flags, String),
             Item.subset,
             Item.content_type,
             Item.provenance,
@@ -236,11 +237,19 @@ def _fetch(
     ]
     ids = sorted(r[0] for r in rows)
     scores = []
-    for start in range(0, len(ids) if pivot else 0, _IN_CHUNK):
+    # PostgreSQL takes the ids as one array parameter (an IN list of 10,000 binds costs more to
+    # compile and send than the scores to read); SQLite has no arrays and takes IN lists in chunks.
+    array = connection.dialect.name == "postgresql"
+    chunk = max(len(ids), 1) if array else _IN_CHUNK
+    for start in range(0, len(ids) if pivot else 0, chunk):
+        part = ids[start : start + chunk]
+        wanted = (
+            AnnotationScore.annotation_id == any_(literal(part, ARRAY(Integer)))
+            if array
+            else AnnotationScore.annotation_id.in_(part)
+        )
         scores += connection.execute(
-            select(AnnotationScore.annotation_id, *pivot)
-            .where(AnnotationScore.annotation_id.in_(ids[start : start + _IN_CHUNK]))
-            .group_by(AnnotationScore.annotation_id)
+            select(AnnotationScore.annotation_id, *pivot).where(wanted).group_by(AnnotationScore.annotation_id)
         ).all()
     return rows, scores, names, rubrics
 
@@ -328,11 +337,11 @@ def _objects(values) -> np.ndarray:
     return out
 
 
-def _flags(raw: str | list | None) -> str:
-    """A reviewer's flags, sorted and joined: the column arrives as JSON text (SQLite) or a list (psycopg)."""
+def _flags(raw: str | None) -> str:
+    """A reviewer's flags (JSON text; almost always ``[]``), sorted and joined."""
     if not raw or raw == "[]":
         return ""
-    return FLAG_SEPARATOR.join(sorted(json.loads(raw) if isinstance(raw, str) else raw))
+    return FLAG_SEPARATOR.join(sorted(json.loads(raw) or []))
 
 
 def _timestamps(raw) -> pd.Series:
