@@ -68,7 +68,6 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "external_id",
     "unit_key",
 )
-_INT_COLUMNS = (C.task, C.item, C.slot, "annotation_id", "revision")
 FLAG_SEPARATOR = ";"
 GOLD_CHOICES = ("exclude", "only", "include")
 _IN_CHUNK = 10_000  # ids per IN list: PostgreSQL takes at most 65,535 parameters in one statement

@@ -34,7 +34,6 @@ from review_app.db.models import (
 )
 from review_app.rubrics import RUBRIC_B
 from review_app.services.annotations import (
-    _INT_COLUMNS,
     FLAG_SEPARATOR,
     GOLD_CHOICES,
     C,
@@ -65,6 +64,9 @@ A2 = {
     "attack_fidelity": 2,
     "clinical_plausibility": 1,
 }
+
+
+_INT_COLUMNS = (C.task, C.item, C.slot, "annotation_id", "revision")
 
 
 def _utc(value: datetime | None) -> datetime | None:
