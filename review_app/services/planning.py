@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Engine, func
+from sqlalchemy import Engine, case, func
 from sqlmodel import select
 
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
@@ -266,18 +266,27 @@ def plan_check(engine: Engine, study_name: str) -> PlanCheck:
     with read_session(engine) as session:
         study = session.exec(select(Study).where(Study.name == study_name)).first()
         gold = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
-        rows = session.exec(
-            select(Task.pool_rank, func.max(Task.target_raters))
+        # One pass over the study's tasks, counted in the database: a panel-scale pool has 250,000
+        # units, which used to come back as rows (and a join with every assignment) on each rerun.
+        has_assignment = select(Assignment.id).where(Assignment.task_id == Task.id).exists()
+        per_unit = (
+            select(
+                Task.pool_rank,
+                func.max(Task.target_raters).label("raters"),
+                func.max(case((has_assignment, 1), else_=0)).label("assigned"),
+            )
             .where(Task.study_id == study.id, Task.id.not_in(gold))
             .group_by(Task.pool_rank)
-        ).all()
-        assigned = session.exec(
-            select(func.count(func.distinct(Task.pool_rank)))
-            .join(Assignment, Assignment.task_id == Task.id)
-            .where(Task.study_id == study.id, Task.id.not_in(gold))
+            .subquery()
+        )
+        units, dual, assigned = session.exec(
+            select(
+                func.count(),
+                func.coalesce(func.sum(case((per_unit.c.raters >= 2, 1), else_=0)), 0),
+                func.coalesce(func.sum(per_unit.c.assigned), 0),
+            ).select_from(per_unit)
         ).one()
-    units = len(rows)
-    dual = sum(1 for _rank, raters in rows if raters and raters >= 2)
+    units, dual = int(units), int(dual)
     needed_tasks, needed_dual = combine(plans)
     warnings = []
     if plans:
