@@ -26,8 +26,11 @@ The tables and their column documentation are built in ``export_tables``, their 
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
+import math
 import os
 import platform
 import re
@@ -39,6 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -197,11 +201,80 @@ def _json_column(series: pd.Series) -> list[Any]:
     return [v if v is None or type(v) is str else json_value(v) for v in series.tolist()]
 
 
+_CSV_SPECIAL = re.compile(r'[,"\r\n]')  # a CSV cell with one of these is quoted (csv.QUOTE_MINIMAL)
+
+
+def _csv_quoted(texts: list[str]) -> list[str]:
+    """Cells as the csv module writes them in a row of several cells (pandas' ``to_csv`` uses it)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    out = []
+    for text in texts:
+        if _CSV_SPECIAL.search(text) is None:
+            out.append(text)
+            continue
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow([text, ""])
+        out.append(buffer.getvalue()[:-2])  # drop the ",\n" of the empty second cell
+    return out
+
+
+def _encode_distinct(values: pd.Series | pd.Index | np.ndarray, fmt: str) -> list[str] | None:
+    """The CSV or JSON text of each value (no missing values among them), or None for values of mixed or
+    unusual Python types (the caller then formats every cell on its own)."""
+    dtype = values.dtype
+    if pd.api.types.is_bool_dtype(dtype) and not isinstance(dtype, pd.BooleanDtype):
+        words = ("True", "False") if fmt == "csv" else ("true", "false")
+        return [words[0] if v else words[1] for v in np.asarray(values, dtype=bool)]
+    if pd.api.types.is_integer_dtype(dtype):
+        return [str(v) for v in np.asarray(values, dtype=np.int64).tolist()]
+    if pd.api.types.is_float_dtype(dtype) and not isinstance(dtype, pd.api.extensions.ExtensionDtype):
+        numbers = np.asarray(values, dtype=float)
+        if fmt == "csv":  # pandas formats a float column with numpy's str (the shortest repr)
+            return numbers.astype(str).tolist()
+        return [repr(v) if math.isfinite(v) else "null" for v in numbers.tolist()]
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        texts = [iso_utc(v) for v in values]
+    elif pd.api.types.is_object_dtype(dtype) and pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
+        texts = list(values)
+    else:
+        return None
+    if fmt == "csv":
+        return _csv_quoted([escape_csv_cell(t) for t in texts])
+    return [encode_basestring(t) for t in texts]
+
+
+def _cells(series: pd.Series, fmt: str) -> list[str]:
+    """Each cell of a column as its CSV or JSON text, each distinct value formatted once (a column of a
+    million rows has a handful of distinct scores, statuses or raters)."""
+    codes, distinct = pd.factorize(series, use_na_sentinel=True)
+    encoded = _encode_distinct(distinct, fmt)
+    if encoded is None:  # mixed Python objects: each cell on its own, as the in-memory writer did
+        if fmt == "csv":
+            texts = _text_frame(series.to_frame(), "csv").iloc[:, 0].tolist()
+            return _csv_quoted(["" if v is None or v is pd.NA or v != v else str(v) for v in texts])
+        dumps = json.JSONEncoder(ensure_ascii=False).encode
+        return [dumps(v) for v in _json_column(_text_frame(series.to_frame(), "jsonl").iloc[:, 0])]
+    table = np.array([*encoded, "" if fmt == "csv" else "null"], dtype=object)  # code -1 (missing): last
+    return table[codes].tolist()
+
+
+def _row_template(names: list[str], fmt: str) -> str:
+    """A %-format of one line: the CSV cells separated by commas, or a JSON object with the names as keys."""
+    if fmt == "csv":
+        return ",".join(["%s"] * len(names)) + "\n"
+    keys = [encode_basestring(name).replace("%", "%%") for name in names]
+    return "{" + ", ".join(f"{key}: %s" for key in keys) + "}\n"
+
+
 class TableFile:
     """One table file written a chunk at a time: CSV (formula escaping), JSONL or Parquet.
 
     Every chunk must have the columns and dtypes of the first one. The CSV and JSONL bytes are those
-    of the whole table written at once; Parquet gets one row group per chunk (same values and types).
+    of the whole table written at once by pandas' ``to_csv`` and ``json.dumps`` per row (the in-memory
+    writer); they are built a column at a time, each distinct value of a column formatted once, and
+    the lines joined with one %-format per row. Parquet gets one row group per chunk (same values and types).
     """
 
     def __init__(self, folder: Path, name: str, fmt: str) -> None:
@@ -211,19 +284,24 @@ class TableFile:
         self._handle = None if fmt == "parquet" else self.path.open("w", encoding="utf-8", newline="")
         self._parquet: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
+        self._header = False
 
     def write(self, frame: pd.DataFrame) -> None:
         if self.fmt == "parquet":
             self._write_parquet(frame)
-        elif self.fmt == "csv":
-            _text_frame(frame, "csv").to_csv(self._handle, index=False, header=self.rows == 0, lineterminator="\n")
+        elif self.fmt == "csv" and len(frame.columns) < 2:  # a lone empty cell is quoted: leave it to pandas
+            text = _text_frame(frame, "csv")
+            text.to_csv(self._handle, index=False, header=not self._header, lineterminator="\n")
+            self._header = True
         else:
-            text = _text_frame(frame, "jsonl")
-            names = list(text.columns)
-            columns = [_json_column(text[name]) for name in names]
-            dumps = json.JSONEncoder(ensure_ascii=False).encode
-            rows = zip(*columns, strict=True)
-            self._handle.writelines(dumps(dict(zip(names, row, strict=True))) + "\n" for row in rows)
+            names = [str(name) for name in frame.columns]
+            if self.fmt == "csv" and not self._header:
+                csv.writer(self._handle, lineterminator="\n").writerow(names)
+                self._header = True
+            if len(frame):
+                template = _row_template(names, self.fmt)
+                columns = [_cells(frame[name], self.fmt) for name in frame.columns]
+                self._handle.write("".join(map(template.__mod__, zip(*columns, strict=True))))
         self.rows += len(frame)
 
     def _write_parquet(self, frame: pd.DataFrame) -> None:
