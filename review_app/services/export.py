@@ -38,6 +38,7 @@ import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -516,6 +517,7 @@ class _Snapshot:
     snapshot_utc: str
     first_model: str | None = None
     pending: dict[str, Any] | None = None
+    analysis: Future[StudyAnalysis] | None = None  # the statistics of ``frame``, computed alongside the labels
 
 
 def _pending_ids(session: Session, study_id: int, rubric_keys: list[str], frame: pd.DataFrame) -> dict[str, set[int]]:
@@ -540,11 +542,13 @@ def _read_snapshot(
     formats: tuple[str, ...],
     progress: _Progress,
     pending: str = "include",
+    start_analysis: Callable[[pd.DataFrame, Study, str | None], Future[StudyAnalysis]] | None = None,
 ) -> _Snapshot:
     """Read the study in one snapshot, streaming its labels tables into ``work`` while the snapshot is open.
 
     With ``pending="exclude"`` the tasks still pending (``PENDING_RULE``) leave the annotations, the
-    decisions and the labels tables.
+    decisions and the labels tables. ``start_analysis`` is called with the final annotations frame
+    before the labels are streamed, so the statistics can run meanwhile (see :func:`export_study`).
     """
     from review_app.db.migrate import current_revision
 
@@ -566,6 +570,7 @@ def _read_snapshot(
         if leave_out:
             stats = {key: (n - len(pending_by_rubric[key]), most) for key, (n, most) in stats.items()}
         n_tasks = sum(n for n, _most in stats.values())
+        analysis = start_analysis(frame, study, model) if start_analysis is not None else None
         progress(0.1, "Reading the study")
         labels: list[Table] = []
         files: list[ExportedFile] = []
@@ -610,6 +615,7 @@ def _read_snapshot(
         snapshot_utc=snapshot_utc,
         first_model=model,
         pending={"tasks": len(pending_ids), "excluded": pending == "exclude", "rule": PENDING_RULE},
+        analysis=analysis,
     )
 
 
@@ -666,9 +672,32 @@ def export_study(
     report = _Progress(progress)
     report(0.0, "Reading the study")
     work = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent))
+    # The statistics (their bootstrap and harm-model fit spend their time in numpy, which releases the
+    # GIL) run in a second thread while the labels tables are streamed: same inputs, same numbers.
+    statistics = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medrev-export-analysis")
+
+    def start_analysis(frame: pd.DataFrame, study: Study, model: str | None) -> Future[StudyAnalysis]:
+        return statistics.submit(
+            analyse,
+            frame,
+            study.rubric_keys,
+            study=study.name,
+            n_boot=n_boot,
+            seed=seed,
+            options=AnalysisOptions.from_settings(study.settings),
+            first_model=model,
+        )
+
     try:
         snapshot = _read_snapshot(
-            engine, study_name, not real_names, work, formats, report.span(0.0, 0.45), pending=pending
+            engine,
+            study_name,
+            not real_names,
+            work,
+            formats,
+            report.span(0.0, 0.45),
+            pending=pending,
+            start_analysis=start_analysis,
         )
         study = snapshot.study
         files: list[ExportedFile] = list(snapshot.files)
@@ -677,15 +706,7 @@ def export_study(
             files.append(_file(work, path, **info))
 
         report(0.45, "Computing the analysis")
-        analysis = analyse(
-            snapshot.frame,
-            study.rubric_keys,
-            study=study.name,
-            n_boot=n_boot,
-            seed=seed,
-            options=AnalysisOptions.from_settings(study.settings),
-            first_model=snapshot.first_model,
-        )
+        analysis = snapshot.analysis.result()
         tables = [
             raw_annotations_table(snapshot.frame, study.rubric_keys),
             agreement_table(analysis),
@@ -751,8 +772,10 @@ def export_study(
             destination.rmdir()  # empty, checked above; rename needs the name free on every platform
         os.replace(work, destination)
     except BaseException:
+        statistics.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(work, ignore_errors=True)
         raise
+    statistics.shutdown()
     with write_session(engine) as session:
         audit.record(
             session,
