@@ -487,15 +487,16 @@ def _study_tasks(study_id: int, rubric: Rubric) -> tuple:
 _TASK_KEYS = (C.task, C.item, "external_id", "unit_key", C.subset, "language", C.content_type, C.provenance)
 
 
-def _task_chunks(session: Session, study_id: int, rubric: Rubric) -> Iterator[list[dict[str, Any]]]:
+def _task_chunks(session: Session, study_id: int, rubric: Rubric) -> Iterator[pd.DataFrame]:
     """The rows of :func:`_tasks_query`, ``CHUNK_ROWS`` at a time, streamed from the database (a server-side
-    cursor on PostgreSQL), so the study's tasks are never all in memory."""
-    keys = (*_TASK_KEYS, "target_raters")
+    cursor on PostgreSQL), so the study's tasks are never all in memory. Read through the session's
+    connection as plain tuples (the ORM's row processing cost more than the query at a million tasks)."""
+    keys = [*_TASK_KEYS, "target_raters"]
     if rubric.needs_response:
-        keys = (*keys, C.model, "condition", C.auto_label)
-    result = session.execute(_tasks_query(study_id, rubric).execution_options(yield_per=CHUNK_ROWS))
-    for rows in result.partitions():
-        yield [dict(zip(keys, row, strict=True)) for row in rows]
+        keys = [*keys, C.model, "condition", C.auto_label]
+    query = _tasks_query(study_id, rubric).execution_options(yield_per=CHUNK_ROWS)
+    for rows in session.connection().execute(query).partitions(CHUNK_ROWS):
+        yield pd.DataFrame.from_records(rows, columns=keys)
 
 
 def _task_stats(session: Session, study_id: int, rubric: Rubric) -> tuple[int, int]:
@@ -520,18 +521,37 @@ class _Snapshot:
     analysis: Future[StudyAnalysis] | None = None  # the statistics of ``frame``, computed alongside the labels
 
 
-def _pending_ids(session: Session, study_id: int, rubric_keys: list[str], frame: pd.DataFrame) -> dict[str, set[int]]:
-    """Per rubric, ids of the tasks with fewer annotations in force than their planned raters (``PENDING_RULE``).
+def _rated_counts(frame: pd.DataFrame) -> pd.Series:
+    """Annotations in force per task id (tasks without any are absent)."""
+    return frame[C.task].value_counts() if len(frame) else pd.Series(dtype=np.int64)
 
-    Read as (id, planned raters) pairs a chunk at a time: two numbers a task, never the task rows.
+
+def _is_pending(ids: np.ndarray, targets: np.ndarray, rated: pd.Series) -> np.ndarray:
+    """Per task: fewer annotations in force than planned raters (``PENDING_RULE``)."""
+    return rated.reindex(ids, fill_value=0).to_numpy() < targets
+
+
+def _pending_tasks(
+    session: Session, study_id: int, rubric_keys: list[str], rated: pd.Series, among: set[int]
+) -> tuple[dict[str, int], set[int]]:
+    """Per rubric, how many tasks are pending (``PENDING_RULE``), and which of the tasks in ``among`` are.
+
+    Read as (id, planned raters) pairs a chunk at a time and compared as arrays: two numbers a task,
+    never the task rows, and only the ids the caller needs (tasks with annotations or an
+    adjudication) are kept, not the hundreds of thousands of unrated tasks.
     """
-    rated = frame[C.task].value_counts().to_dict() if len(frame) else {}
-    pending: dict[str, set[int]] = {}
+    wanted = np.fromiter(among, dtype=np.int64, count=len(among))
+    counts: dict[str, int] = {}
+    found: set[int] = set()
     for key in rubric_keys:
         query = select(Task.id, Task.target_raters).where(*_study_tasks(study_id, get_rubric(key)))
-        rows = session.execute(query.execution_options(yield_per=CHUNK_ROWS))
-        pending[key] = {int(task) for task, target in rows if rated.get(task, 0) < target}
-    return pending
+        counts[key] = 0
+        for rows in session.connection().execute(query.execution_options(yield_per=CHUNK_ROWS)).partitions():
+            pairs = np.array(rows, dtype=np.int64).reshape(-1, 2)
+            pending = _is_pending(pairs[:, 0], pairs[:, 1], rated)
+            counts[key] += int(pending.sum())
+            found.update(pairs[pending & np.isin(pairs[:, 0], wanted), 0].tolist())
+    return counts, found
 
 
 def _read_snapshot(
@@ -560,15 +580,17 @@ def _read_snapshot(
         adjudicators = adjudicator_labels(session, study.id, pseudonymise=pseudonymise)
         model = first_model(session, study.id)
         n_excluded = len(set(session.exec(excluded_tasks(study.id)).all()))
-        pending_by_rubric = _pending_ids(session, study.id, study.rubric_keys, frame)
-        pending_ids = set().union(*pending_by_rubric.values())
-        leave_out = pending == "exclude" and bool(pending_ids)
+        rated = _rated_counts(frame)
+        among = set(rated.index.tolist()) | set(decisions)
+        pending_by_rubric, pending_ids = _pending_tasks(session, study.id, study.rubric_keys, rated, among)
+        n_pending = sum(pending_by_rubric.values())
+        leave_out = pending == "exclude" and n_pending > 0
         if leave_out:
             frame = frame.loc[~frame[C.task].isin(pending_ids)].reset_index(drop=True)
             decisions = {t: d for t, d in decisions.items() if t not in pending_ids}
         stats = {key: _task_stats(session, study.id, get_rubric(key)) for key in study.rubric_keys}
         if leave_out:
-            stats = {key: (n - len(pending_by_rubric[key]), most) for key, (n, most) in stats.items()}
+            stats = {key: (n - pending_by_rubric[key], most) for key, (n, most) in stats.items()}
         n_tasks = sum(n for n, _most in stats.values())
         analysis = start_analysis(frame, study, model) if start_analysis is not None else None
         progress(0.1, "Reading the study")
@@ -582,12 +604,14 @@ def _read_snapshot(
             outputs = [TableFile(work, f"adjudicated_labels_{key}", fmt) for fmt in formats]
             first: Table | None = None
             for chunk in _task_chunks(session, study.id, rubric):
-                tasks = [t for t in chunk if t[C.task] not in pending_ids] if leave_out else chunk
-                table = builder.table(tasks, n_rows=stats[key][0])
+                written += len(chunk)
+                if leave_out:
+                    ids, targets = chunk[C.task].to_numpy(np.int64), chunk["target_raters"].to_numpy(np.int64)
+                    chunk = chunk.loc[~_is_pending(ids, targets, rated)]
+                table = builder.table(chunk, n_rows=stats[key][0])
                 first = first or table
                 for out in outputs:
                     out.write(table.frame)
-                written += len(chunk)
                 progress(0.1 + 0.9 * written / max(n_tasks, 1), f"Writing labels: {written:,} of {n_tasks:,} tasks")
             first = first or builder.table([], n_rows=0)
             for out in outputs:
@@ -604,7 +628,7 @@ def _read_snapshot(
             "annotations_in_force": len(frame),
             "raters_with_annotations": int(frame[C.rater].nunique()),
             "adjudicated_tasks": len(decisions),
-            "pending_tasks": len(pending_ids),
+            "pending_tasks": n_pending,
             "excluded_tasks": n_excluded,
         },
         database={
@@ -614,7 +638,7 @@ def _read_snapshot(
         },
         snapshot_utc=snapshot_utc,
         first_model=model,
-        pending={"tasks": len(pending_ids), "excluded": pending == "exclude", "rule": PENDING_RULE},
+        pending={"tasks": n_pending, "excluded": pending == "exclude", "rule": PENDING_RULE},
         analysis=analysis,
     )
 
