@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
+from itertools import chain
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
@@ -496,7 +497,8 @@ def _task_chunks(session: Session, study_id: int, rubric: Rubric) -> Iterator[pd
         keys = [*keys, C.model, "condition", C.auto_label]
     query = _tasks_query(study_id, rubric).execution_options(yield_per=CHUNK_ROWS)
     for rows in session.connection().execute(query).partitions(CHUNK_ROWS):
-        yield pd.DataFrame.from_records(rows, columns=keys)
+        columns = list(zip(*rows, strict=True)) if rows else [()] * len(keys)
+        yield pd.DataFrame({key: pd.Series(values, dtype=object) for key, values in zip(keys, columns, strict=True)})
 
 
 def _task_stats(session: Session, study_id: int, rubric: Rubric) -> tuple[int, int]:
@@ -547,7 +549,7 @@ def _pending_tasks(
         query = select(Task.id, Task.target_raters).where(*_study_tasks(study_id, get_rubric(key)))
         counts[key] = 0
         for rows in session.connection().execute(query.execution_options(yield_per=CHUNK_ROWS)).partitions():
-            pairs = np.array(rows, dtype=np.int64).reshape(-1, 2)
+            pairs = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=2 * len(rows)).reshape(-1, 2)
             pending = _is_pending(pairs[:, 0], pairs[:, 1], rated)
             counts[key] += int(pending.sum())
             found.update(pairs[pending & np.isin(pairs[:, 0], wanted), 0].tolist())

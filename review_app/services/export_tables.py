@@ -330,8 +330,11 @@ def _objects(values: pd.Series) -> np.ndarray:
 
 def _int64(values: pd.Series) -> pd.Series:
     """Whole-number scores and ids as a nullable integer column (missing cells stay missing)."""
-    if pd.api.types.is_float_dtype(values):
-        return pd.Series(pd.array(values.to_numpy(), dtype="Int64"), index=values.index)
+    if pd.api.types.is_float_dtype(values):  # NaN = missing; the rest are whole numbers (scores, counts)
+        numbers = values.to_numpy()
+        missing = np.isnan(numbers)
+        data = np.where(missing, 0, numbers).astype(np.int64)
+        return pd.Series(pd.arrays.IntegerArray(data, missing), index=values.index)
     return values.astype("Int64")
 
 
