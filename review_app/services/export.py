@@ -249,7 +249,21 @@ def _encode_distinct(values: pd.Series | pd.Index | np.ndarray, fmt: str) -> lis
 
 def _cells(series: pd.Series, fmt: str) -> list[str]:
     """Each cell of a column as its CSV or JSON text, each distinct value formatted once (a column of a
-    million rows has a handful of distinct scores, statuses or raters)."""
+    million rows has a handful of distinct scores, statuses or raters); whole numbers and booleans are
+    formatted as arrays directly (ids are all distinct: counting distinct values would only cost)."""
+    dtype = series.dtype
+    if pd.api.types.is_integer_dtype(dtype) or (
+        pd.api.types.is_bool_dtype(dtype) and not isinstance(dtype, pd.BooleanDtype)
+    ):
+        missing = series.isna().to_numpy()
+        if pd.api.types.is_integer_dtype(dtype):
+            cells = series.to_numpy(dtype=np.int64, na_value=0).astype(str).astype(object)
+        else:
+            words = ("True", "False") if fmt == "csv" else ("true", "false")
+            cells = np.where(series.to_numpy(dtype=bool), words[0], words[1]).astype(object)
+        if missing.any():
+            cells[missing] = "" if fmt == "csv" else "null"
+        return cells.tolist()
     codes, distinct = pd.factorize(series, use_na_sentinel=True)
     encoded = _encode_distinct(distinct, fmt)
     if encoded is None:  # mixed Python objects: each cell on its own, as the in-memory writer did
