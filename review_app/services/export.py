@@ -264,8 +264,12 @@ def _cells(series: pd.Series, fmt: str) -> list[str]:
         if missing.any():
             cells[missing] = "" if fmt == "csv" else "null"
         return cells.tolist()
-    codes, distinct = pd.factorize(series, use_na_sentinel=True)
-    encoded = _encode_distinct(distinct, fmt)
+    mixed = pd.api.types.is_object_dtype(dtype) and pd.api.types.infer_dtype(series, skipna=True) not in (
+        "string",
+        "empty",
+    )
+    codes, distinct = (None, None) if mixed else pd.factorize(series, use_na_sentinel=True)
+    encoded = None if mixed else _encode_distinct(distinct, fmt)
     if encoded is None:  # mixed Python objects: each cell on its own, as the in-memory writer did
         if fmt == "csv":
             texts = _text_frame(series.to_frame(), "csv").iloc[:, 0].tolist()
