@@ -80,15 +80,17 @@ def data_version(engine: Engine, study_name: str) -> tuple[int, ...]:
         annotations = session.exec(
             select(StudyTally.annotations, StudyTally.last_annotation_id).where(StudyTally.study_id == study.id)
         ).first() or (0, 0)
-        tasks = select(Task.id).where(Task.study_id == study.id)
         task_rows = (
             session.exec(
                 select(func.coalesce(func.sum(ProgressCell.tasks), 0)).where(ProgressCell.study_id == study.id)
             ).one(),
         )
+        # Read from the (few) decisions, each probing its task: an IN list of every task id, or a join
+        # the planner starts from the task side, cost 0.14-0.5 s at 1,000,000 tasks.
+        task_study = select(Task.study_id).where(Task.id == Adjudication.task_id).scalar_subquery()
         decisions = session.exec(
             select(func.count(Adjudication.id), func.coalesce(func.max(Adjudication.id), 0)).where(
-                Adjudication.task_id.in_(tasks)
+                task_study == study.id
             )
         ).one()
         tally = session.exec(
