@@ -333,13 +333,10 @@ def first_model(session: Session, study_id: int) -> str | None:
     It is the harm model's default reference for the model term (the paper lists its models in
     import order and compares against the first), settable by the lead.
     """
-    return session.exec(
-        select(ModelResponse.model)
-        .join(Task, Task.response_id == ModelResponse.id)
-        .where(Task.study_id == study_id)
-        .order_by(ModelResponse.id)
-        .limit(1)
-    ).first()
+    # Responses in id order, each probing its tasks (ix_task_response_id) until one is the study's:
+    # a join sorted 1,000,000 tasks' responses (0.37 s on every lead rerun).
+    of_study = select(Task.id).where(Task.response_id == ModelResponse.id, Task.study_id == study_id).exists()
+    return session.exec(select(ModelResponse.model).where(of_study).order_by(ModelResponse.id).limit(1)).first()
 
 
 def harm_spec(session: Session, study: Study) -> HarmModelSpec:
