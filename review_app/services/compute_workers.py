@@ -27,7 +27,6 @@ the GIL, and gets back only the small, picklable result, which
 from __future__ import annotations
 
 import atexit
-import multiprocessing
 import os
 import pickle
 import threading
@@ -35,6 +34,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import popen_spawn_posix, spawn
+from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine
@@ -139,11 +140,45 @@ def _wait(future: Future, progress: Callable[[float], None] | None, slot: int | 
             return result
 
 
+class _WorkerProcess(SpawnProcess):
+    """A spawned worker that does not run the parent's ``__main__`` again.
+
+    ``spawn`` re-imports the parent's main script in the child so that functions defined there
+    unpickle; here that script is Streamlit's app page (run as ``__main__``), which must not run
+    in a worker (it would draw a page and fail without a session). Jobs live in importable
+    modules, so the worker starts from the parent's ``sys.path`` and working folder only.
+    """
+
+    @staticmethod
+    def _Popen(process_obj):
+        with _spawn_lock:
+            original = spawn.get_preparation_data
+
+            def without_main(name: str) -> dict[str, Any]:
+                data = original(name)
+                data.pop("init_main_from_path", None)
+                data.pop("init_main_from_name", None)
+                return data
+
+            spawn.get_preparation_data = without_main
+            try:
+                return popen_spawn_posix.Popen(process_obj)
+            finally:
+                spawn.get_preparation_data = original
+
+
+class _WorkerContext(SpawnContext):
+    Process = _WorkerProcess
+
+
+_spawn_lock = threading.Lock()
+
+
 def _pool() -> ProcessPoolExecutor:
     global _executor, _slots
     with _lock:
         if _executor is None:
-            context = multiprocessing.get_context("spawn")
+            context = _WorkerContext()
             if _slots is None:
                 _slots = context.RawArray("d", PROGRESS_SLOTS)
                 _free_slots.extend(range(PROGRESS_SLOTS))
