@@ -27,6 +27,8 @@ the GIL, and gets back only the small, picklable result, which
 from __future__ import annotations
 
 import atexit
+import ctypes
+import ctypes.util
 import os
 import pickle
 import threading
@@ -236,6 +238,7 @@ atexit.register(shutdown)
 
 _worker_slots: Any = None
 _engines: OrderedDict[str, Engine] = OrderedDict()
+_libc: Any = None
 
 
 def _start_worker(slots: Any) -> None:
@@ -281,3 +284,22 @@ def _call_in_worker(url: str, job: Callable[..., T], args: tuple, kwargs: dict, 
         except Exception:
             raise RuntimeError(f"{type(error).__name__}: {error}") from None
         raise
+    finally:
+        _release_memory()
+
+
+def _release_memory() -> None:
+    """Return the heap a job freed to the system (glibc keeps it otherwise).
+
+    A statistic's temporaries are freed when it ends but stay in the worker's resident memory;
+    trimming after each job took a worker from 282 to 252 MB after agreement, analysis and
+    quality at bench scale 0.1. A no-op where the C library has no ``malloc_trim``.
+    """
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        except OSError:
+            _libc = False
+    if _libc and hasattr(_libc, "malloc_trim"):
+        _libc.malloc_trim(0)
