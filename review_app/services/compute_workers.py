@@ -20,6 +20,8 @@ the GIL, and gets back only the small, picklable result, which
 * An exception raised by a job is raised again in the app with its type and message (service and
   analysis errors pickle). A worker that died (killed, out of memory: ``BrokenProcessPool``) is
   replaced and the computation tried once more, so a page does not stay broken.
+* Jobs live in importable modules: a worker does not run the parent's ``__main__`` (Streamlit's
+  page script) again. Workers run at a lower CPU priority than the app (``WORKER_NICENESS``).
 * ``progress``: a job that reports progress (the bootstrap's bar) writes the fraction done into a
   slot of shared memory; the waiting app thread polls it and calls the page's callback.
 """
