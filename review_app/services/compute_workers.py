@@ -21,7 +21,7 @@ the GIL, and gets back only the small, picklable result, which
   analysis errors pickle). A worker that died (killed, out of memory: ``BrokenProcessPool``) is
   replaced and the computation tried once more, so a page does not stay broken.
 * Jobs live in importable modules: a worker does not run the parent's ``__main__`` (Streamlit's
-  page script) again. Workers run at a lower CPU priority than the app (``WORKER_NICENESS``).
+  page script) again.
 * ``progress``: a job that reports progress (the bootstrap's bar) writes the fraction done into a
   slot of shared memory; the waiting app thread polls it and calls the page's callback.
 """
@@ -52,7 +52,6 @@ WORKERS_SETTING = "MEDREV_COMPUTE_WORKERS"
 DEFAULT_WORKERS = 1
 PROGRESS_SLOTS = 64  # concurrent jobs that can report progress; more run without a bar
 POLL_SECONDS = 0.1
-WORKER_NICENESS = 10  # lower CPU priority than the app's (reviewers first when cores are short)
 WORKER_ENGINES = 4  # engines a worker keeps open (one per database URL, least recently used closed)
 
 _lock = threading.Lock()
@@ -245,16 +244,10 @@ _libc: Any = None
 
 
 def _start_worker(slots: Any) -> None:
-    """Set up a worker: its nested jobs run in place, progress goes to ``slots``, and it yields the CPU.
-
-    Lead statistics are background work next to reviewers' requests: on a busy machine the
-    scheduler gives the app's threads the cores first (``WORKER_NICENESS``).
-    """
+    """Set up a worker: its nested jobs run in place, and progress goes to ``slots``."""
     global _in_worker, _worker_slots
     _in_worker = True
     _worker_slots = slots
-    if hasattr(os, "nice"):
-        os.nice(WORKER_NICENESS)
 
 
 def _worker_engine(url: str) -> Engine:
