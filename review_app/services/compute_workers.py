@@ -31,6 +31,8 @@ from __future__ import annotations
 import atexit
 import ctypes
 import ctypes.util
+import multiprocessing
+import multiprocessing.connection
 import os
 import pickle
 import threading
@@ -244,10 +246,22 @@ _libc: Any = None
 
 
 def _start_worker(slots: Any) -> None:
-    """Set up a worker: its nested jobs run in place, and progress goes to ``slots``."""
+    """Set up a worker: its nested jobs run in place, progress goes to ``slots``, and it ends with the app.
+
+    An app killed without running its exit handlers (SIGTERM, SIGKILL) would leave its workers
+    waiting for jobs forever; a watcher thread ends the worker when its parent process is gone.
+    """
     global _in_worker, _worker_slots
     _in_worker = True
     _worker_slots = slots
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True, name="parent-watch").start()
+
+
+def _exit_with(sentinel: int) -> None:
+    multiprocessing.connection.wait([sentinel])
+    os._exit(0)
 
 
 def _worker_engine(url: str) -> Engine:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -157,3 +160,41 @@ def test_in_memory_sqlite_and_zero_workers_compute_here(monkeypatch, tmp_path):
     monkeypatch.setenv(compute_workers.WORKERS_SETTING, "many")
     with pytest.raises(ValueError, match="MEDREV_COMPUTE_WORKERS"):
         compute_workers.workers()
+
+
+APP_KILLED = """
+import os, sys
+from review_app.db.engine import make_engine
+from review_app.services import compute_workers
+from tests.review_app.test_compute_workers import _pid_job
+print(compute_workers.run(make_engine(sys.argv[1]), _pid_job)[0], flush=True)
+os.kill(os.getpid(), 15)  # SIGTERM: no exit handlers run
+"""
+
+
+def test_a_killed_app_leaves_no_worker_behind(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    url = f"sqlite:///{tmp_path / 'orphan.db'}"
+    done = subprocess.run(
+        [sys.executable, "-c", APP_KILLED, url],
+        cwd=root,
+        env=os.environ | {compute_workers.WORKERS_SETTING: "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    worker = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 60
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(worker)  # it noticed its parent was gone and ended
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (an ended one not yet reaped is a zombie: state Z)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
