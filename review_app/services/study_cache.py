@@ -20,6 +20,13 @@ study, one entry shared by every session of the process:
   leads opening the same page wait for one computation instead of running two. The cache lock is
   never held while the database is read or a statistic is computed.
 
+**Where the work runs.** The services' compute callables send the frame read and the statistics
+to a compute worker process (:mod:`review_app.services.compute_workers`, ``MEDREV_COMPUTE_WORKERS``):
+this cache, in the app, then holds only their small results, and the frame lives in the worker's
+own instance of this module's :data:`CACHE` (keyed by the same data version, so one frame read
+serves agreement, analysis and quality there). A computation waited for releases the GIL, so
+reviewers' requests in the app are not slowed. With no workers, everything runs here as before.
+
 The frame is read in a short read-only transaction and built after it ends (see
 :func:`review_app.services.annotations.annotations_frame`), so lead work never holds a transaction
 open while statistics run.
@@ -312,6 +319,11 @@ class _Moved(Exception):
 
 
 _uncached = threading.local()
+
+
+def uncached_active() -> bool:
+    """Whether this thread is inside :func:`compute_uncached` (a worker job must run uncached too)."""
+    return bool(getattr(_uncached, "active", False))
 
 
 def compute_uncached(compute: Callable[[tuple[int, ...]], T], version: tuple[int, ...]) -> T:
