@@ -506,6 +506,43 @@ def cached_quality_alerts(engine: Engine, actor: Actor, study_name: str) -> tupl
     return _cached_quality(engine, study_name, inputs, severity=False).quality.alerts
 
 
+@dataclass(frozen=True)
+class AlertsNow:
+    """The quality alerts a page can show now: of the current data, or the last ones computed."""
+
+    alerts: tuple[Alert, ...]
+    current: bool  # False: computed on an earlier state of the study; the current ones are on their way
+
+
+_last_alerts: dict[tuple[str, str], tuple[Alert, ...]] = {}
+
+
+def quality_alerts_if_ready(engine: Engine, actor: Actor, study_name: str) -> AlertsNow | None:
+    """:func:`cached_quality_alerts` if computed for the current data version, else the last ones.
+
+    When the current ones are not cached, their computation starts in the background (once; in the
+    compute worker when there is one) and the caller shows the rest of its page now, with the last
+    alerts computed for the study (``current=False``) or, the first time, none (None): at 500,000
+    items the alerts take tens of seconds, and the Progress page's counts should not wait for them,
+    nor should reviewers submitting every second keep the alerts from ever showing.
+    """
+    inputs = _quality_inputs(engine, actor, study_name)
+    _expected, _settings, spec, key = inputs
+    name = (engine.url.render_as_string(hide_password=True), study_name)
+    for cached in (("quality", *key, repr(spec)), ("quality_alerts", *key)):
+        found = CACHE.peek(engine, study_name, cached)
+        if found is not None:
+            _last_alerts[name] = found.quality.alerts
+            return AlertsNow(found.quality.alerts, current=True)
+
+    def fill() -> None:  # remembered even when reviewers have written meanwhile (then it is not cached)
+        _last_alerts[name] = _cached_quality(engine, study_name, inputs, severity=False).quality.alerts
+
+    CACHE.in_background(engine, study_name, "quality_alerts", fill)
+    last = _last_alerts.get(name)
+    return None if last is None else AlertsNow(last, current=False)
+
+
 def _labels(engine: Engine, study_name: str):
     def read(_version: tuple[int, ...]) -> tuple[dict[int, str], dict[int, str]]:
         with read_session(engine) as session:

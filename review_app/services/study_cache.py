@@ -195,6 +195,8 @@ class StudyCache:
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self._computing: dict[tuple, threading.Lock] = {}
+        self._background: set[tuple] = set()
+        self._background_errors: dict[tuple, Exception] = {}
         self._hits = 0
         self._misses = 0
 
@@ -296,6 +298,35 @@ class StudyCache:
                 self._entries.move_to_end(oldest)
                 oldest = next(iter(self._entries))
             del self._entries[oldest]
+
+    def in_background(self, engine: Engine, study_name: str, tag: Hashable, fill: Callable[[], Any]) -> None:
+        """Run ``fill()`` (which fills this cache) in a background thread, unless it already runs.
+
+        For values a page can show later than the rest (the Progress page's quality alerts): the
+        page peeks, starts the fill if nothing is there, and shows the value on a later rerun. One
+        fill per study and ``tag`` at a time. An error the fill raised is raised by the next call
+        for the same study and tag (once), so the page shows it instead of waiting forever.
+        """
+        name = (self._study_key(engine, study_name), tag)
+        with self._lock:
+            failed = self._background_errors.pop(name, None)
+            if failed is not None:
+                raise failed
+            if name in self._background:
+                return
+            self._background.add(name)
+
+        def run() -> None:
+            try:
+                fill()
+            except Exception as error:  # handed to the page by the next call
+                with self._lock:
+                    self._background_errors[name] = error
+            finally:
+                with self._lock:
+                    self._background.discard(name)
+
+        threading.Thread(target=run, name=f"medrev-fill-{study_name}", daemon=True).start()
 
     def clear(self) -> None:
         """Forget everything (tests; an admin after a restore)."""
