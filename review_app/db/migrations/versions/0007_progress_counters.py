@@ -18,7 +18,8 @@ the study, not with what changed. The database now keeps the answers as it is wr
 
 Also ``ix_task_pool_order`` (study, pool rank, id): the first unrated tasks in pool order (the
 Reviewers' quality page offers them as gold) are read from the front of an index, not sorted out of
-every task.
+every task; and ``ix_task_locked``, a partial index of the (few) locked tasks, which the adjudication
+queue reads on every rerun (it scanned the rubric's 500,000 tasks).
 
 Triggers on ``assignment`` and ``task`` subtract a row's old contribution and add its new one on
 every insert, update of a counted column and delete, whatever service (or SQL) wrote it, inside the
@@ -241,6 +242,13 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("task", schema=None) as batch_op:
         batch_op.create_index("ix_task_pool_order", ["study_id", "pool_rank", "id"], unique=False)
+        batch_op.create_index(
+            "ix_task_locked",
+            ["study_id", "rubric"],
+            unique=False,
+            sqlite_where=sa.text("locked"),
+            postgresql_where=sa.text("locked"),
+        )
     for statement in BACKFILL:
         op.execute(statement)
     for statement in SQLITE if op.get_bind().dialect.name == "sqlite" else POSTGRES:
@@ -266,6 +274,7 @@ def downgrade() -> None:
     op.drop_table("study_tally")
     op.drop_table("first_submission")
     with op.batch_alter_table("task", schema=None) as batch_op:
+        batch_op.drop_index("ix_task_locked")
         batch_op.drop_index("ix_task_pool_order")
     op.drop_table("assignment_tally")
     op.drop_table("progress_cell")
