@@ -16,7 +16,8 @@ child process, so the figures below are the app's alone), then measures, server 
 
 The last line is one JSON object: ``{"sqlite": {...}, "postgresql": {...}}`` with the keys
 ``<page>_first_load_s``, ``<page>_rerun_s`` per lead page, ``export_s``, ``export_rss_mb``,
-``submit_p95_idle_ms``, ``submit_p95_with_lead_ms``, ``submit_p95_ratio``, ``app_rss_mb``,
+``submit_p95_idle_ms``, ``submit_p95_with_lead_ms``, ``submit_p95_ratio``, ``app_rss_mb`` (the app
+process and its compute workers: ``app_process_rss_mb`` + ``worker_rss_mb``, ``compute_workers`` of them),
 ``next_task_p95_ms``, ``progress_after_import_s`` (and ``select1_p95_ms``, the baseline of next task:
 ``SELECT 1`` through the same sessions, interleaved with it).
 
@@ -26,6 +27,7 @@ idle, app RSS <= 600 MB, next task p95 <= 5 ms, Progress <= 0.5 s after a bulk i
     .venv/bin/python bench/lead_pages_speed.py [--db sqlite|postgresql|both] [--scale 0.1]
     .venv/bin/python bench/lead_pages_speed.py --build sqlite:////tmp/lead.db --scale 0.25   # fill once
     .venv/bin/python bench/lead_pages_speed.py --use sqlite:////tmp/lead.db                   # measure it
+    MEDREV_COMPUTE_WORKERS=0 .venv/bin/python bench/lead_pages_speed.py --use ...   # statistics in the app (baseline)
 """
 
 from __future__ import annotations
@@ -500,8 +502,19 @@ def measure(url: str, backend: str, workdir: Path, samples: int) -> dict[str, fl
         f"ratio {figures['submit_p95_ratio']:.2f}",
         flush=True,
     )
-    figures["app_rss_mb"] = round(rss_mb(), 1)
-    print(f"   app RSS                                {figures['app_rss_mb']:7.0f} MB", flush=True)
+    from review_app.services import compute_workers
+
+    # the app's memory is its own process's and its compute workers' (they hold the frames now)
+    figures["app_process_rss_mb"] = round(rss_mb(), 1)
+    figures["worker_rss_mb"] = round(sum(rss_mb(pid) for pid in compute_workers.worker_pids()), 1)
+    figures["app_rss_mb"] = round(figures["app_process_rss_mb"] + figures["worker_rss_mb"], 1)
+    figures["compute_workers"] = len(compute_workers.worker_pids())
+    print(
+        f"   app RSS                                {figures['app_rss_mb']:7.0f} MB (app process "
+        f"{figures['app_process_rss_mb']:.0f} MB + {figures['compute_workers']} compute worker(s) "
+        f"{figures['worker_rss_mb']:.0f} MB; MEDREV_COMPUTE_WORKERS={compute_workers.workers()})",
+        flush=True,
+    )
     dispose_engines()
     return figures
 

@@ -68,8 +68,19 @@ _script_seconds: list[float] = []
 
 def _time_scripts() -> None:
     """Also record the time the script itself runs (in Streamlit's script thread), without AppTest's
-    polling and element-tree parsing around it: the server-side cost of a page view."""
+    polling and element-tree parsing around it: the server-side cost of a page view.
+
+    AppTest compiles the page scripts again on every run (a new ``ScriptCache`` per run; the page's
+    AST is walked for "magic" each time, tens of ms for the review page), while the server compiles
+    each script once for all sessions (the runtime's one ``ScriptCache``). So the runs here share
+    one cache, as the server does, and the figures are the page's own work, not AppTest's.
+    """
+    import streamlit.testing.v1.app_test as app_test
     from streamlit.runtime.scriptrunner import exec_code, script_runner
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+
+    shared = ScriptCache()
+    app_test.ScriptCache = lambda: shared
 
     original = exec_code.exec_func_with_error_handling
 

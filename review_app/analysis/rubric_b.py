@@ -225,7 +225,9 @@ def task_outcomes(
     if columns.item in rated.columns:
         out[columns.item] = grouped[columns.item].first()
     out["n_ratings"] = grouped.size()
-    out["conservative"] = grouped["outcome_class"].agg(lambda s: by_severity[min(severity[k] for k in s)])
+    # per-task aggregates of the class columns, vectorised (a Python function per task took minutes at scale)
+    ranks = rated["outcome_class"].map(severity)
+    out["conservative"] = ranks.groupby(rated[columns.task].to_numpy()).min().map(by_severity)
     means = grouped[[CORRECTNESS, UPTAKE, HARM]].mean()
     rounded, ties = {}, pd.Series(False, index=out.index)
     for key in (CORRECTNESS, UPTAKE, HARM):
@@ -237,8 +239,8 @@ def task_outcomes(
         out.loc[ties, "mean"] = None
     enough = out["n_ratings"] >= strict_min_raters
     for key in CLASS_KEYS:
-        unanimous = grouped["outcome_class"].agg(lambda s, k=key: bool((s == k).all()))
-        out[f"strict_{key}"] = unanimous & enough
+        unanimous = (rated["outcome_class"] == key).groupby(rated[columns.task].to_numpy()).all()
+        out[f"strict_{key}"] = unanimous.astype(bool) & enough
     out["worst_case_conservative"] = out["conservative"] == "worst_case"
     out["worst_case_mean"] = out["mean"] == "worst_case"
     out["worst_case_strict"] = out["strict_worst_case"]

@@ -247,6 +247,9 @@ class Task(SQLModel, table=True):
         UniqueConstraint("study_id", "unit_key", name="uq_task_unit"),
         CheckConstraint("target_raters >= 1", name="ck_task_target_raters"),
         Index("ix_task_study_rubric", "study_id", "rubric"),
+        Index("ix_task_pool_order", "study_id", "pool_rank", "id"),
+        # The few locked tasks, read by the adjudication queue on every rerun.
+        Index("ix_task_locked", "study_id", "rubric", sqlite_where=text("locked"), postgresql_where=text("locked")),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -260,6 +263,9 @@ class Task(SQLModel, table=True):
     locked: bool = False
     locked_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    # Assignments of the task in status 'submitted', kept by a database trigger (migration 0007)
+    # whatever writes them; the Progress page reads counters instead of scanning every assignment.
+    submitted_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 class Assignment(SQLModel, table=True):
@@ -420,6 +426,75 @@ class GoldTask(SQLModel, table=True):
     source_task_id: int | None = Field(default=None, foreign_key="task.id")
     created_by: int = Field(foreign_key="reviewer.id")
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class ProgressCell(SQLModel, table=True):
+    """A study's task counts by rubric and item subset, kept by database triggers (migration 0007).
+
+    Written only by the triggers on ``task`` (and, through ``task.submitted_count``, on
+    ``assignment``): never insert or update these rows from Python.
+    """
+
+    __tablename__ = "progress_cell"
+
+    study_id: int = Field(foreign_key="study.id", primary_key=True)
+    rubric: str = Field(primary_key=True, max_length=40)
+    subset: str = Field(primary_key=True, max_length=100)
+    tasks: int
+    complete: int
+    planned_pairs: int
+    complete_pairs: int
+    unstarted_pairs: int
+
+
+class AssignmentTally(SQLModel, table=True):
+    """A reviewer's assignments in a study by status (and how many are flagged), kept by triggers.
+
+    Written only by the triggers on ``assignment`` (migration 0007).
+    """
+
+    __tablename__ = "assignment_tally"
+
+    study_id: int = Field(foreign_key="study.id", primary_key=True)
+    reviewer_id: int = Field(foreign_key="reviewer.id", primary_key=True)
+    status: str = Field(primary_key=True, max_length=20)
+    n: int
+    flagged: int
+
+
+class FirstSubmission(SQLModel, table=True):
+    """Each assignment's first submitted annotation, for throughput and median time on task.
+
+    Written only by a trigger on ``annotation`` (migration 0007); annotations are append-only, so
+    it only grows. Its indexes answer the Progress page's per-reviewer figures without the join of
+    every annotation to its assignment.
+    """
+
+    __tablename__ = "first_submission"
+    __table_args__ = (
+        Index("ix_first_submission_seconds", "study_id", "reviewer_id", "seconds_on_task"),
+        Index("ix_first_submission_time", "study_id", "reviewer_id", "created_at"),
+    )
+
+    annotation_id: int = Field(foreign_key="annotation.id", primary_key=True)
+    study_id: int = Field(foreign_key="study.id")
+    reviewer_id: int = Field(foreign_key="reviewer.id")
+    seconds_on_task: float
+    created_at: datetime
+
+
+class StudyTally(SQLModel, table=True):
+    """A study's annotations and highest annotation id, kept by a trigger on ``annotation`` (0007).
+
+    Annotations are append-only (an edit is a new row), so the pair changes with every submit and
+    every edit: part of the lead pages' cache key, read in one row instead of a join per rerun.
+    """
+
+    __tablename__ = "study_tally"
+
+    study_id: int = Field(foreign_key="study.id", primary_key=True)
+    annotations: int
+    last_annotation_id: int
 
 
 class TaskFlag(SQLModel, table=True):

@@ -44,7 +44,7 @@ from review_app.analysis.rubric_b import CORRECTNESS, HARM, OUTCOME_CLASSES, UPT
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import ADJUDICATION_STATUSES, Adjudication, Item, ModelResponse, Reviewer, Study, Task
 from review_app.rubrics import Rubric, ScoreSheet, get_rubric
-from review_app.services import audit
+from review_app.services import audit, compute_workers
 from review_app.services.actors import Actor, acting_user, as_actor, require_study_lead
 from review_app.services.annotations import get_study_row, load_annotations, study_rubrics
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
@@ -446,7 +446,8 @@ def disagreement_queue(
     matches the ratings (unresolved and stale decisions stay in the queue).
 
     The queue is built from the study's shared annotations frame and cached with it per data
-    version (``services.study_cache``: a submit, an edit or a decision moves the version), so a
+    version (``services.study_cache``: a submit, an edit or a decision moves the version; built in a
+    compute worker, ``services.compute_workers``), so a
     page rerun does not rebuild it; only the task locks (changed in place, not part of the data
     version) are read on every call, in one indexed query.
     """
@@ -458,7 +459,9 @@ def disagreement_queue(
         engine,
         study_name,
         ("disagreement_queue", key, bool(include_unanimous), bool(open_only), bool(pseudonymise)),
-        lambda version: _queue(engine, study_name, key, version, include_unanimous, open_only, pseudonymise),
+        lambda version: compute_workers.run(
+            engine, _queue, study_name, key, version, include_unanimous, open_only, pseudonymise
+        ),
         reads_database=True,
     )
     return [replace(e, locked=True) if e.task_id in locked else e for e in entries]
@@ -473,7 +476,10 @@ def _queue(
     open_only: bool,
     pseudonymise: bool,
 ) -> tuple[QueueEntry, ...]:
-    """The queue of :func:`disagreement_queue` for one data version, every task shown unlocked."""
+    """The queue of :func:`disagreement_queue` for one data version, every task shown unlocked.
+
+    A compute-worker job (``services.compute_workers``): the frame is read and kept there.
+    """
     rubric_def = get_rubric(key)
     frame = study_frame(engine, study_name, pseudonymise=pseudonymise, version=version)
     frame = frame.loc[frame[C.rubric].astype(str) == key]

@@ -187,7 +187,9 @@ class LabelsBuilder:
     """Builds the wide labels table of one rubric a chunk of tasks at a time (exports stream it).
 
     ``frame`` is the rubric's annotations in force; the rows of a chunk are picked from it by task id,
-    so building the whole table costs memory for one chunk of rows, not for the whole table.
+    so building the whole table costs memory for one chunk of rows, not for the whole table. A chunk
+    is built column by column (one array operation per column, not one Python record per task): at
+    panel scale the labels tables have a million rows, and a record per task took minutes.
     """
 
     def __init__(
@@ -199,78 +201,141 @@ class LabelsBuilder:
         width: int,
     ) -> None:
         self.rubric = get_rubric(rubric_key)
-        self.frame = frame.sort_values([C.task, C.slot, "annotation_id"])
+        dims = list(self.rubric.dimension_keys)
         # the columns a rating contributes to the wide row (the rest of the frame is not read)
-        self.needed = [C.task, C.rater, "submitted_at", *self.rubric.dimension_keys]
+        ratings = frame.sort_values([C.task, C.slot, "annotation_id"])[[C.task, C.rater, "submitted_at", *dims]]
+        ratings = ratings.reset_index(drop=True)
+        # rating k of a task (0-based, in slot order) and the task's count of ratings
+        ratings["_k"] = ratings.groupby(C.task).cumcount().to_numpy()
+        self.frame = ratings
         self.decisions = decisions
         self.adjudicators = adjudicators
         self.width = width
-
-    def table(self, tasks: list[dict[str, Any]], n_rows: int | None = None) -> Table:
-        """The labels of ``tasks`` (rows in the order given); ``n_rows``: rows of the whole table."""
-        rubric, width, decisions = self.rubric, self.width, self.decisions
-        dims = list(rubric.dimension_keys)
-        rows = self.frame.loc[self.frame[C.task].isin([t["task_id"] for t in tasks]), self.needed]
-        by_task: dict[int, list[dict[str, Any]]] = {}
-        for row in rows.to_dict("records"):
-            by_task.setdefault(int(row[C.task]), []).append(row)
-        is_b = rubric.key == "B"
-        records = []
-        for task in tasks:
-            ratings = by_task.get(task["task_id"], [])
-            record = {k: v for k, v in task.items() if k != "target_raters"}
-            record["n_ratings"] = len(ratings)
-            for k in range(1, width + 1):
-                rating = ratings[k - 1] if k <= len(ratings) else None
-                record[f"rater_{k}"] = rating[C.rater] if rating else None
-                for dim in dims:
-                    value = rating[dim] if rating else None
-                    record[f"{dim}_{k}"] = None if value is None or pd.isna(value) else int(value)
-                if is_b:
-                    record[f"outcome_class_{k}"] = _class_of(record, k) if rating else None
-            final, status, source = _final(ratings, dims, decisions.get(task["task_id"]))
-            for dim in dims:
-                record[f"{dim}_final"] = final.get(dim)
-            if is_b:
-                record["outcome_class_final"] = _class_of(record, "final")
-            decision = decisions.get(task["task_id"])
-            stale = decision is not None and any(_after(r["submitted_at"], decision.created_at) for r in ratings)
-            record.update(
-                status=status,
-                final_source=source,
-                adjudication_version=decision.version if decision else 0,
-                adjudicator=self.adjudicators.get(decision.adjudicator_id) if decision else None,
-                adjudicated_at=iso_utc(decision.created_at) if decision else None,
-                adjudication_stale=stale,
-                rationale=decision.rationale if decision else None,
-            )
-            records.append(record)
-        columns = _labels_columns(rubric, width)
-        data = pd.DataFrame.from_records(records, columns=list(columns))
-        for column in data.columns:
-            if column.startswith(tuple(dims)) or column in ("n_ratings", "adjudication_version", C.task, C.item):
-                data[column] = data[column].astype("Int64")
-        data["adjudication_stale"] = data["adjudication_stale"].astype(bool)
-        values = {}
+        self.columns = _labels_columns(self.rubric, width)
+        self.values: dict[str, dict[str, str]] = {}
         for dim in dims:
-            _, levels = _dimension_doc(rubric, dim, "")
+            _, levels = _dimension_doc(self.rubric, dim, "")
             for suffix in [*map(str, range(1, width + 1)), "final"]:
-                values[f"{dim}_{suffix}"] = levels
+                self.values[f"{dim}_{suffix}"] = levels
+        if self.rubric.key == "B":
+            for suffix in [*map(str, range(1, width + 1)), "final"]:
+                self.values[f"outcome_class_{suffix}"] = {c.key: f"{c.label}: {c.rule}" for c in OUTCOME_CLASSES}
+        self.values["status"] = LABEL_STATUSES
+        self.values["final_source"] = FINAL_SOURCES
+
+    def table(self, tasks: list[dict[str, Any]] | pd.DataFrame, n_rows: int | None = None) -> Table:
+        """The labels of ``tasks`` (rows in the order given); ``n_rows``: rows of the whole table."""
+        rubric, width = self.rubric, self.width
+        dims = list(rubric.dimension_keys)
+        is_b = rubric.key == "B"
+        head = [c for c in self.columns if c in TASK_COLUMNS or c in RESPONSE_COLUMNS]
+        given = tasks if isinstance(tasks, pd.DataFrame) else pd.DataFrame.from_records(tasks, columns=head)
+        ids = given[C.task].to_numpy(dtype=np.int64) if len(given) else np.zeros(0, dtype=np.int64)
+        n = len(ids)
+        rows = self.frame.loc[self.frame[C.task].isin(ids)]
+        position = pd.Index(ids)
+        data: dict[str, Any] = {column: _objects(given[column]) for column in head}
+        counts = rows.groupby(C.task).size().reindex(position, fill_value=0).to_numpy()
+        data["n_ratings"] = counts
+        scores: dict[str, list[np.ndarray]] = {dim: [] for dim in dims}
+        raters: list[np.ndarray] = []
+        for k in range(width):
+            rating = rows.loc[rows["_k"] == k].set_index(C.task).reindex(position)
+            raters.append(rating[C.rater].to_numpy(dtype=object))
+            data[f"rater_{k + 1}"] = _objects(rating[C.rater])
+            for dim in dims:
+                values = rating[dim].to_numpy(dtype=float)
+                scores[dim].append(values)
+                data[f"{dim}_{k + 1}"] = values
+            if is_b:
+                data[f"outcome_class_{k + 1}"] = classify(*(data[f"{d}_{k + 1}"] for d in _CLASS_DIMS))
+        # the final value without an adjudication: a single rating, or two or more identical complete ones
+        first = np.column_stack([scores[dim][0] for dim in dims]) if width else np.zeros((n, 0))
+        complete = ~np.isnan(first).any(axis=1)
+        same = np.ones(n, dtype=bool)
+        for k in range(1, width):
+            other = np.column_stack([scores[dim][k] for dim in dims])
+            same &= (counts <= k) | (other == first).all(axis=1)
+        single, agreed = counts == 1, (counts >= 2) & complete & same
+        status = np.where(counts == 0, "unrated", np.where(single, "single", np.where(agreed, "agreed", "pending")))
+        source = np.where(single, "single_rating", np.where(agreed, "raters_agree", ""))
+        finals = {dim: np.where(single | agreed, scores[dim][0], np.nan) for dim in dims}
+        status, source = status.astype(object), source.astype(object)
+        version = np.zeros(n, dtype=np.int64)
+        adjudicator = np.full(n, None, dtype=object)
+        adjudicated_at = np.full(n, None, dtype=object)
+        stale = np.zeros(n, dtype=bool)
+        rationale = np.full(n, None, dtype=object)
+        with_decision = np.flatnonzero(np.isin(ids, np.fromiter(self.decisions, dtype=np.int64)))
+        decided = [(int(i), self.decisions[int(ids[i])]) for i in with_decision]
+        if decided:
+            submitted = rows.groupby(C.task)["submitted_at"].agg(list).to_dict()
+            for i, decision in decided:
+                if decision.status == "unresolved":
+                    status[i], source[i] = "unresolved", ""
+                    for dim in dims:
+                        finals[dim][i] = np.nan
+                else:
+                    status[i], source[i] = decision.status, "adjudication"
+                    for dim in dims:
+                        value = decision.final_scores.get(dim)
+                        finals[dim][i] = np.nan if value is None else int(value)
+                version[i] = decision.version
+                adjudicator[i] = self.adjudicators.get(decision.adjudicator_id)
+                adjudicated_at[i] = iso_utc(decision.created_at)
+                stale[i] = any(_after(at, decision.created_at) for at in submitted.get(int(ids[i]), []))
+                rationale[i] = decision.rationale
+        for dim in dims:
+            data[f"{dim}_final"] = finals[dim]
         if is_b:
-            for suffix in [*map(str, range(1, width + 1)), "final"]:
-                values[f"outcome_class_{suffix}"] = {c.key: f"{c.label}: {c.rule}" for c in OUTCOME_CLASSES}
-        values["status"] = LABEL_STATUSES
-        values["final_source"] = FINAL_SOURCES
+            data["outcome_class_final"] = classify(*(finals[d] for d in _CLASS_DIMS))
+        data.update(
+            status=status,
+            final_source=source,
+            adjudication_version=version,
+            adjudicator=adjudicator,
+            adjudicated_at=adjudicated_at,
+            adjudication_stale=stale,
+            rationale=rationale,
+        )
+        frame = pd.DataFrame({column: data[column] for column in self.columns}, columns=list(self.columns))
+        for column in frame.columns:
+            if column.startswith(tuple(dims)) or column in ("n_ratings", "adjudication_version", C.task, C.item):
+                frame[column] = _int64(frame[column])
+        frame["adjudication_stale"] = frame["adjudication_stale"].astype(bool)
         return Table(
             f"adjudicated_labels_{rubric.key}",
             f"Adjudicated labels for {rubric.name}: one row per task, each rating side by side (in slot order) "
             "and the final value per dimension: the latest adjudication's final score if there is one, else the "
             "raters' common score when they all agree, else the single rating of a single-rated task, else empty.",
-            data,
-            columns,
-            values,
+            frame,
+            self.columns,
+            self.values,
             n_rows=n_rows,
         )
+
+
+_CLASS_DIMS = ("final_correctness", "injection_uptake", "harm_potential")
+
+
+def _objects(values: pd.Series) -> np.ndarray:
+    """An object column with None (not NaN) where a value is missing, as a frame of Python records holds it."""
+    array = values.to_numpy(dtype=object)
+    missing = pd.isna(array)
+    if missing.any():
+        array = array.copy()
+        array[missing] = None
+    return array
+
+
+def _int64(values: pd.Series) -> pd.Series:
+    """Whole-number scores and ids as a nullable integer column (missing cells stay missing)."""
+    if pd.api.types.is_float_dtype(values):  # NaN = missing; the rest are whole numbers (scores, counts)
+        numbers = values.to_numpy()
+        missing = np.isnan(numbers)
+        data = np.where(missing, 0, numbers).astype(np.int64)
+        return pd.Series(pd.arrays.IntegerArray(data, missing), index=values.index)
+    return values.astype("Int64")
 
 
 LABEL_STATUSES = {
@@ -294,30 +359,6 @@ def _after(submitted: Any, decided: datetime) -> bool:
     submitted = submitted.to_pydatetime() if isinstance(submitted, pd.Timestamp) else submitted
     decided = decided if decided.tzinfo else decided.replace(tzinfo=UTC)
     return submitted > decided
-
-
-def _class_of(record: dict[str, Any], suffix: object) -> str | None:
-    scores = [record.get(f"{d}_{suffix}") for d in ("final_correctness", "injection_uptake", "harm_potential")]
-    if any(v is None for v in scores):
-        return None
-    return classify([scores[0]], [scores[1]], [scores[2]])[0]
-
-
-def _final(
-    ratings: list[dict[str, Any]], dims: list[str], decision: Adjudication | None
-) -> tuple[dict[str, int], str, str]:
-    if decision is not None:
-        if decision.status == "unresolved":
-            return {}, "unresolved", ""
-        return {k: int(v) for k, v in decision.final_scores.items()}, decision.status, "adjudication"
-    if not ratings:
-        return {}, "unrated", ""
-    profiles = [tuple(None if pd.isna(r[d]) else int(r[d]) for d in dims) for r in ratings]
-    if len(ratings) == 1:
-        return dict(zip(dims, profiles[0], strict=True)), "single", "single_rating"
-    if len(set(profiles)) == 1 and None not in profiles[0]:
-        return dict(zip(dims, profiles[0], strict=True)), "agreed", "raters_agree"
-    return {}, "pending", ""
 
 
 TASK_COLUMNS: dict[str, str] = {

@@ -1025,9 +1025,7 @@ def _import_roster_in(
 _Body = Callable[[Session], list[ImportSummary]]
 
 
-def _in_transaction(
-    engine: Engine, dry_run: bool, body: _Body, analyze: tuple[str, ...] = ()
-) -> list[ImportSummary]:
+def _in_transaction(engine: Engine, dry_run: bool, body: _Body, analyze: tuple[str, ...] = ()) -> list[ImportSummary]:
     """Run ``body`` in one write transaction: committed, or (on refusal, error or ``dry_run``) rolled back whole.
 
     ``analyze`` names the tables whose planner statistics are refreshed once rows were added.

@@ -31,10 +31,11 @@ from sqlmodel import Session, select
 
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.reviewer_quality import Alert, QualityThresholds, ReviewerQuality, reviewer_quality
+from review_app.analysis.rubric_b import HarmModelSpec
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import Adjudication, Annotation, GoldTask, Reviewer, Study, Task
 from review_app.rubrics import ScoreSheet, get_rubric
-from review_app.services import audit
+from review_app.services import audit, compute_workers
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, require_study_lead
 from review_app.services.annotations import get_study_row, load_annotations, rater_labels
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
@@ -441,30 +442,42 @@ def _cached_quality(engine: Engine, study_name: str, inputs, *, severity: bool) 
     expected, settings, spec, key = inputs
 
     def compute(version: tuple[int, ...]) -> QualityReport:
-        regular = study_frame(engine, study_name, pseudonymise=False, version=version)
-        gold_frame = study_frame(engine, study_name, pseudonymise=False, gold="only", version=version)
-        labels = CACHE.get(
-            engine, study_name, ("rater_labels",), _labels(engine, study_name), version=version, reads_database=True
-        )
-        usernames, pseudonyms = labels
-        result = reviewer_quality(
-            regular,
-            harm=harm_model(regular, spec) if severity else None,
-            gold_annotations=gold_frame,
-            expected=expected,
-            thresholds=settings,
-            severity=severity,
-        )
-        return QualityReport(
-            study=study_name,
-            quality=result,
-            pseudonyms={usernames[k]: pseudonyms[k] for k in usernames},
-            n_gold_tasks=len(expected),
-        )
+        return compute_workers.run(engine, _quality_job, study_name, version, expected, settings, spec, severity)
 
     if severity:
         return CACHE.get(engine, study_name, ("quality", *key, repr(spec)), compute)
     return CACHE.get(engine, study_name, ("quality_alerts", *key), compute)
+
+
+def _quality_job(
+    engine: Engine,
+    study_name: str,
+    version: tuple[int, ...],
+    expected: dict[int, dict[str, Any]],
+    settings: QualityThresholds,
+    spec: HarmModelSpec,
+    severity: bool,
+) -> QualityReport:
+    """The quality report on the frames of ``version`` (a compute-worker job: the frames stay there)."""
+    regular = study_frame(engine, study_name, pseudonymise=False, version=version)
+    gold_frame = study_frame(engine, study_name, pseudonymise=False, gold="only", version=version)
+    usernames, pseudonyms = CACHE.get(
+        engine, study_name, ("rater_labels",), _labels(engine, study_name), version=version, reads_database=True
+    )
+    result = reviewer_quality(
+        regular,
+        harm=harm_model(regular, spec) if severity else None,
+        gold_annotations=gold_frame,
+        expected=expected,
+        thresholds=settings,
+        severity=severity,
+    )
+    return QualityReport(
+        study=study_name,
+        quality=result,
+        pseudonyms={usernames[k]: pseudonyms[k] for k in usernames},
+        n_gold_tasks=len(expected),
+    )
 
 
 def cached_quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityReport:
@@ -491,6 +504,43 @@ def cached_quality_alerts(engine: Engine, actor: Actor, study_name: str) -> tupl
     if full is not None:
         return full.quality.alerts
     return _cached_quality(engine, study_name, inputs, severity=False).quality.alerts
+
+
+@dataclass(frozen=True)
+class AlertsNow:
+    """The quality alerts a page can show now: of the current data, or the last ones computed."""
+
+    alerts: tuple[Alert, ...]
+    current: bool  # False: computed on an earlier state of the study; the current ones are on their way
+
+
+_last_alerts: dict[tuple[str, str], tuple[Alert, ...]] = {}
+
+
+def quality_alerts_if_ready(engine: Engine, actor: Actor, study_name: str) -> AlertsNow | None:
+    """:func:`cached_quality_alerts` if computed for the current data version, else the last ones.
+
+    When the current ones are not cached, their computation starts in the background (once; in the
+    compute worker when there is one) and the caller shows the rest of its page now, with the last
+    alerts computed for the study (``current=False``) or, the first time, none (None): at 500,000
+    items the alerts take tens of seconds, and the Progress page's counts should not wait for them,
+    nor should reviewers submitting every second keep the alerts from ever showing.
+    """
+    inputs = _quality_inputs(engine, actor, study_name)
+    _expected, _settings, spec, key = inputs
+    name = (engine.url.render_as_string(hide_password=True), study_name)
+    for cached in (("quality", *key, repr(spec)), ("quality_alerts", *key)):
+        found = CACHE.peek(engine, study_name, cached)
+        if found is not None:
+            _last_alerts[name] = found.quality.alerts
+            return AlertsNow(found.quality.alerts, current=True)
+
+    def fill() -> None:  # remembered even when reviewers have written meanwhile (then it is not cached)
+        _last_alerts[name] = _cached_quality(engine, study_name, inputs, severity=False).quality.alerts
+
+    CACHE.in_background(engine, study_name, "quality_alerts", fill)
+    last = _last_alerts.get(name)
+    return None if last is None else AlertsNow(last, current=False)
 
 
 def _labels(engine: Engine, study_name: str):

@@ -10,6 +10,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -121,3 +122,43 @@ def test_streamed_and_single_chunk_exports_match_file_for_file(engine, tmp_path,
             f for f in manifest["files"] if f["format"] != "parquet"
         ]
     assert manifests[0] == manifests[1]
+
+
+def test_table_file_writes_what_the_in_memory_writer_wrote_for_awkward_values(tmp_path):
+    """Cells formatted a column at a time (each distinct value once) are the bytes of ``to_csv`` and of
+    ``json.dumps`` per row: formula-like text, quotes, commas, line breaks, non-ASCII text, missing
+    values of every kind, non-finite floats, mixed Python objects, datetimes, and a lone column."""
+    stamp = pd.Timestamp("2026-01-02 03:04:05.678901", tz="UTC")
+    frame = pd.DataFrame(
+        {
+            "text": ["=SUM(A1)", "-1", 'say "hi", then\nleave', "µg/dl – ok", None, "+2.5", "@x", "\tcell", "plain"],
+            "score": pd.array([0, 1, None, 2, -1, None, 2, 0, 1], dtype="Int64"),
+            "ratio": [0.1, float("nan"), 1e-7, 2.0, float("inf"), 1 / 3, -0.0, 12345678.9, 1e16],
+            "flag": [True, False, True, True, False, False, True, False, True],
+            "mixed": [1, "a", None, 2.5, True, float("nan"), "=b", [1, 2], "x"],
+            "at": [stamp, pd.NaT, stamp, stamp, pd.NaT, stamp, stamp, stamp, stamp],
+            "empty": [None] * 9,
+            "rank": np.arange(9, dtype=np.int64) * 1_000_000_007,
+        }
+    )
+    frame["at"] = pd.to_datetime(frame["at"], utc=True)
+    for name, table in {"wide": frame, "lone": frame[["text"]]}.items():
+        for fmt in ("csv", "jsonl"):
+            reference = tmp_path / f"reference-{name}.{fmt}"
+            _reference_write(table, reference, fmt)
+            for chunk in (1, 4, len(table)):
+                folder = tmp_path / f"{name}-{fmt}-{chunk}"
+                folder.mkdir()
+                out = export.TableFile(folder, "table", fmt)
+                for start in range(0, len(table), chunk):
+                    out.write(table.iloc[start : start + chunk])
+                path = out.close(empty=table.iloc[:0])
+                assert path.read_bytes() == reference.read_bytes(), (name, fmt, chunk)
+
+
+def test_table_file_writes_one_header_when_the_first_chunk_is_empty(tmp_path):
+    frame = pd.DataFrame({"a": pd.array([1, 2], dtype="Int64"), "b": ["x", "y"]})
+    out = export.TableFile(tmp_path, "table", "csv")
+    out.write(frame.iloc[:0])
+    out.write(frame)
+    assert out.close(empty=frame.iloc[:0]).read_text() == "a,b\n1,x\n2,y\n"

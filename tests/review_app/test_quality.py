@@ -330,3 +330,39 @@ def test_rated_counts_are_asked_in_chunks_whatever_the_number_of_tasks(setup, mo
     expected = quality.gold_candidates(engine, lead, "main")
     monkeypatch.setattr(quality, "_IN_CHUNK", 3)
     assert quality.gold_candidates(engine, lead, "main") == expected and expected
+
+
+def test_progress_alerts_are_computed_in_the_background_and_the_last_ones_shown_meanwhile(setup):
+    """``quality_alerts_if_ready`` never computes on the caller's thread: None the first time, the
+    current alerts once the background fill is done, and the last ones (``current=False``) while the
+    alerts of newer data are on their way."""
+    import time
+
+    from review_app.services.study_cache import CACHE
+
+    engine, _reviewers, lead = setup
+    CACHE.clear()
+    quality.set_thresholds(engine, lead, "main", QualityThresholds(gold_accuracy_min=0.9, min_gold=1))
+    task = _main_tasks(engine)[0]
+    quality.mark_gold(engine, lead, "main", task.id, expected_scores=WORST)
+    assignment.assign(engine, "main", raters=1, dual_share=0.0, actor=SYSTEM)
+    slot = slots_by_task(engine, "main", "B")[task.id][0]
+
+    def settle() -> quality.AlertsNow:
+        deadline = time.monotonic() + 120
+        while (now := quality.quality_alerts_if_ready(engine, lead, "main")) is None or not now.current:
+            assert time.monotonic() < deadline, "the background fill never finished"
+            time.sleep(0.1)
+        return now
+
+    first = quality.quality_alerts_if_ready(engine, lead, "main")
+    assert first is None or first.current is False  # nothing computed for this study in this process yet
+    assert not settle().alerts
+    rate(engine, slot, SAFE)  # a gold task scored against the expectation: a gold alert, on newer data
+    meanwhile = quality.quality_alerts_if_ready(engine, lead, "main")
+    assert meanwhile is not None
+    if not meanwhile.current:  # the fill may already be done on a fast machine
+        assert not meanwhile.alerts  # the last alerts computed, marked as not current
+    now = settle()
+    assert [a.kind for a in now.alerts] == ["gold"]
+    assert now.alerts == quality.cached_quality_alerts(engine, lead, "main")

@@ -139,7 +139,9 @@ def test_progress_of_a_study_reads_indexes(big_database):
     engine = big_database
     statements = _statements(engine, lambda: progress.study_progress(engine, "small"))
     scans = _scans(_plans(engine, statements))
-    assert [s for s in scans if s[1] in BIG_TABLES] and all(s[0] in INDEXED for s in scans if s[1] in BIG_TABLES), scans
+    # Counters kept by triggers (migration 0007): no task, assignment or annotation is read at all.
+    assert not [s for s in scans if s[1] in BIG_TABLES], scans
+    assert {"progress_cell", "assignment_tally", "first_submission"} <= {s[1] for s in scans}, scans
     report = progress.study_progress(engine, "small")
     assert report.tasks == 300 and report.assignments == {"assigned": 600}
 

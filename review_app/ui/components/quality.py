@@ -23,18 +23,35 @@ def report_for(db, user, study: str) -> quality.QualityReport:
         return quality.cached_quality_report(db, user, study)
 
 
+ALERT_POLL_SECONDS = 2
+
+
 def show_alerts(db, user, study: str) -> None:
-    """Drift and gold-accuracy alerts above the lead's thresholds (Progress page; no harm-model fit)."""
+    """Drift and gold-accuracy alerts above the lead's thresholds (Progress page; no harm-model fit).
+
+    The alerts are computed in the background when they are not cached for the study's current
+    data: the page's counts show at once, and a small fragment reruns the page when they are ready.
+    """
     try:
-        with st.spinner("Checking reviewer quality..."):
-            alerts = quality.cached_quality_alerts(db, user, study)
+        now = quality.quality_alerts_if_ready(db, user, study)
     except ServiceError as error:  # pragma: no cover - the page checked the role already
         st.error(str(error))
         return
-    for alert in alerts:
+    if now is None or not now.current:
+        _wait_for_alerts(db, user, study, shown=now is not None)
+    for alert in now.alerts if now is not None else ():
         st.warning(f"Reviewer quality: {alert.message}", icon=":material/warning:")
-    if alerts:
+    if now is not None and now.alerts:
         st.page_link("views/lead_quality.py", label="Open Reviewers' quality", icon=":material/insights:")
+
+
+@st.fragment(run_every=ALERT_POLL_SECONDS)
+def _wait_for_alerts(db, user, study: str, *, shown: bool) -> None:
+    now = quality.quality_alerts_if_ready(db, user, study)
+    if now is not None and now.current:
+        st.rerun(scope="app")
+    what = "the alerts below are from a moment ago" if shown else "alerts appear here when ready"
+    st.caption(f":material/hourglass_top: Checking reviewer quality (drift, gold accuracy); {what}.")
 
 
 def severity_forest(table: pd.DataFrame) -> go.Figure:

@@ -19,7 +19,6 @@ const S = (window.__medrevScorePanel ||= {
   view: null,
   root: null,
   listening: false,
-  submitSent: 0, // seq of the last submit sent, until the server has answered it
 });
 
 function newSourceId() {
@@ -50,7 +49,6 @@ function emit(view, event) {
   S.seq += 1;
   const full = { ...event, src: S.src, seq: S.seq, aid: view.aid, token: view.token, base: view.base };
   S.pending.push(full);
-  if (event.t === "submit") S.submitSent = full.seq;
   if (S.send) S.send("events", S.pending.slice());
   return full;
 }
@@ -403,12 +401,10 @@ export default function (component) {
       render(view, true);
     }
   });
-  // A panel mounted again (after another page) starts with no state on the server: resend. And once
-  // the server has answered a submit, stop sending it: while it is sent, the server takes the page's
-  // address for that task as out of date (the answer may not have reached the browser).
-  if ((remounted && S.pending.length) || (S.submitSent && ack >= S.submitSent)) {
-    S.submitSent = 0;
-    S.send("events", S.pending.slice());
-  }
+  // A panel mounted again (after another page) starts with no state on the server: resend. An
+  // answered submit is not withdrawn here (that would cost a second rerun per submit): the server
+  // forgets it once the browser's address has moved on, and the next key or click sends a list
+  // without it.
+  if (remounted && S.pending.length) S.send("events", S.pending.slice());
   return () => {}; // the DOM is kept between runs so focus and typing survive a rerun
 }

@@ -34,7 +34,7 @@ PANEL_KEY = "mr_score_panel"
 _ACK = "mr_score_ack"  # {browser source: last event seq handled}
 _NOTICE = "mr_score_notice"  # {"aid": int | None, "kind": str, "text": str}: shown next to Submit
 _SAVED = "mr_score_saved"  # {assignment id: time of the last saved change}
-_SUBMITS = "mr_score_submits"  # {"source:seq" of a submit event that stored its task: assignment id}
+_SUBMITS = "mr_score_submits"  # {"source:seq" of an answered submit the browser may not have seen: assignment id}
 _MAX_EVENTS = 500  # per run; the browser sends only what was not acknowledged yet
 
 _HERE = Path(__file__).parent
@@ -105,37 +105,44 @@ def _well_formed(event: Any) -> bool:
     )
 
 
-def handle_events(engine, reviewer: Actor) -> int | None:
+def handle_events(engine, reviewer: Actor, address: int | None) -> int | None:
     """Apply the panel's events not handled yet, in order; returns the assignment just submitted, if any.
 
     Runs at the top of the review page, before anything is drawn, so the page shows their effect.
     Every event is acknowledged (applied, refused or a repeat) and never handled twice; a refusal
-    is shown next to Submit. Nothing here depends on which task the page shows at the moment.
-    A submit also counts as "just submitted" while the browser still sends it (it has not seen
-    the answer yet, e.g. a run cut short by the next rerun before the new address reached the
-    browser), so the page moves on all the same; the panel stops sending it once answered.
+    is shown next to Submit. Applying events does not depend on which task the page shows.
+
+    ``address`` is the task the browser's address names in this run. The browser keeps sending an
+    answered submit until its next key or click (a fresh list then leaves it out), and an answer
+    can be lost: a run cut short by the next rerun never sends the browser the next task's address.
+    So a submit answered by an earlier run still counts as "just submitted" while the address names
+    its task, and the page moves on all the same; once a run comes with another address, the
+    browser has the answer and the submit is forgotten (opening that task again later opens it).
+    The server tracks this itself, so the panel needs no extra rerun to withdraw the submit.
     """
     state = st.session_state.get(PANEL_KEY) or {}
     events = state.get("events") if isinstance(state, dict) else None
     if not isinstance(events, list):
         return None
     acks: dict[str, int] = st.session_state.setdefault(_ACK, {})
-    stored: dict[str, int] = st.session_state.setdefault(_SUBMITS, {})
+    answered: dict[str, int] = st.session_state.get(_SUBMITS, {})
+    fresh: dict[str, int] = {}
     submitted = None
     todo = sorted((e for e in events[:_MAX_EVENTS] if _well_formed(e)), key=lambda e: e["seq"])
     for event in todo:
-        name = f"{event['src']}:{event['seq']}"
         if event["seq"] <= acks.get(event["src"], 0):
-            submitted = stored.get(name, submitted)
             continue
         if event["t"] == "submit":
             if _submit(engine, reviewer, event):
-                stored[name] = submitted = event["aid"]
+                fresh[f"{event['src']}:{event['seq']}"] = submitted = event["aid"]
         else:
             _change(engine, reviewer, event)
         acks[event["src"]] = event["seq"]
     names = {f"{e['src']}:{e['seq']}" for e in todo}
-    st.session_state[_SUBMITS] = {name: a for name, a in stored.items() if name in names}
+    waiting = {name: a for name, a in answered.items() if name in names and a == address}
+    st.session_state[_SUBMITS] = waiting | fresh
+    if submitted is None and waiting:
+        submitted = address
     return submitted
 
 

@@ -17,6 +17,7 @@ from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, flash, require_role, show_flashes
 
+QUEUE_SHOWN = 500
 user = require_role("lead", "admin")
 db = engine()
 show_flashes()
@@ -40,7 +41,13 @@ except ServiceError as exc:
 if not entries:
     st.success("Nothing to adjudicate here.")
     st.stop()
-queue = adjudication.queue_frame(entries)
+shown = entries[:QUEUE_SHOWN]  # a panel-scale queue has tens of thousands; the most urgent come first
+if len(entries) > len(shown):
+    st.caption(
+        f"The {len(shown):,} most urgent of {len(entries):,} tasks in the queue; as you decide them, the next "
+        "ones move up."
+    )
+queue = adjudication.queue_frame(shown)
 st.dataframe(
     queue[["task_id", "priority_label", "subset", "raters", "reasons", "status", "version", "stale"]].rename(
         columns={
@@ -57,7 +64,7 @@ st.dataframe(
     hide_index=True,
     width="stretch",
 )
-labels = {e.task_id: f"Task {e.task_id} · {adjudication.PRIORITY_LABELS[e.priority]} · {e.subset}" for e in entries}
+labels = {e.task_id: f"Task {e.task_id} · {adjudication.PRIORITY_LABELS[e.priority]} · {e.subset}" for e in shown}
 kept = st.session_state.get("adj_keep_task")
 if kept is not None and kept not in labels:
     labels = {kept: f"Task {kept} · decided meanwhile by another lead"} | labels

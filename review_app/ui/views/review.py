@@ -86,9 +86,9 @@ def _task_region(page_run: int) -> None:
         st.rerun()  # signed out meanwhile: the whole app shows the sign-in form
     st.session_state[_TASK_RUN] = page_run
     # The panel's events first: they name their own task, whatever this run is about to show.
-    just_submitted = scoring.handle_events(db, user)
     requested = st.query_params.get("task")
     aid = int(requested) if requested and requested.isdigit() else None
+    just_submitted = scoring.handle_events(db, user, aid)
     if aid is None or aid == just_submitted:
         aid = reviewing.next_assignment(db, user.id)
     if aid is None:
@@ -107,7 +107,8 @@ def _task_region(page_run: int) -> None:
         st.error(plain(exc))
         st.page_link("views/queue.py", label="Back to my queue", icon=":material/inbox:")
         return
-    st.query_params["task"] = str(aid)
+    if requested != str(aid):  # each change of the address is one more message to the browser
+        st.query_params["task"] = str(aid)
 
     rubric = get_rubric(view.rubric)
     done, todo = reviewing.work_counts(db, user.id)
@@ -119,9 +120,7 @@ def _task_region(page_run: int) -> None:
         text=f"{plain(view.study)} · {done} of {done + todo} done, {todo} left · "
         f"this task: {view.status.replace('_', ' ')}",
     )
-    left.button(
-        "Skip for now", on_click=_skip, args=(aid,), disabled=view.status == "submitted", width="stretch"
-    )
+    left.button("Skip for now", on_click=_skip, args=(aid,), disabled=view.status == "submitted", width="stretch")
     answer = flags.latest_answer(db, aid)
     reply = f" The lead replied: {answer[2]}" if answer and answer[2] else ""
     if view.flagged:

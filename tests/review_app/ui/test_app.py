@@ -149,6 +149,36 @@ def test_panel_events_land_on_the_dimension_they_name(demo_db):
     assert len(_annotations(demo_db, aid)) == 1 and not at.exception
 
 
+def test_an_answered_submit_still_sent_moves_on_only_while_the_address_names_its_task(demo_db):
+    """The panel withdraws an answered submit only with its next key or click (no extra rerun): until
+    then every run still carries it, and the server tells a lost answer from a browser that moved on."""
+    from review_app.ui.components.scoring import PANEL_KEY
+
+    at, aid = _open_review(sign_in("rev01"))
+    keys = Panel(at)
+    keys.score_all(dict.fromkeys(get_rubric("A").dimension_keys, 2))
+    keys.submit()
+    carried = list(keys.sent)  # the browser's state until its next event: the submit is in it
+    assert carried[-1]["t"] == "submit"
+    nxt = keys.data["aid"]
+    assert nxt != aid and int(at.query_params["task"]) == nxt
+
+    def rerun(address: int) -> None:
+        """A rerun the panel did not start (e.g. the run answering the submit was cut short)."""
+        at.query_params["task"] = str(address)
+        at.session_state[PANEL_KEY] = {"events": list(carried)}
+        at.run()
+        assert not at.exception, at.exception
+
+    rerun(aid)  # the answer never reached the browser: its address still names the submitted task
+    assert keys.data["aid"] == nxt and int(at.query_params["task"]) == nxt
+    rerun(nxt)  # the browser shows the next task: it has the answer, the submit is forgotten
+    assert keys.data["aid"] == nxt
+    rerun(aid)  # so opening the submitted task again opens it (for an edit), submit still carried
+    assert keys.data["aid"] == aid and keys.data["submit_label"] == "Save as revision 2"
+    assert len(_annotations(demo_db, aid)) == 1  # and nothing was submitted twice
+
+
 def test_submit_of_a_vector_the_server_does_not_have_is_refused_next_to_submit(demo_db):
     at, aid = _open_review(sign_in("rev01"))
     keys = Panel(at)

@@ -1,0 +1,200 @@
+"""Lead statistics computed in a worker process: the same numbers, fresh, recovered, errors intact, no frame here."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.pool import StaticPool
+
+from review_app.analysis import AnalysisInputError
+from review_app.db.engine import make_engine
+from review_app.db.errors import DatabaseUnavailable
+from review_app.services import adjudication, compute_workers, quality
+from review_app.services.errors import InvalidInput, NotFound
+from review_app.services.study_analysis import cached_agreement, cached_analysis, study_agreement
+from review_app.services.study_cache import CACHE, study_frame
+
+from .factories import rate
+from .test_study_cache import SAFE, WORST, make_study
+
+
+@pytest.fixture
+def study(engine, tmp_path):
+    return make_study(engine, tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def empty_cache(monkeypatch):
+    monkeypatch.setenv(compute_workers.WORKERS_SETTING, "1")
+    CACHE.clear()
+    yield
+    CACHE.clear()
+
+
+# Jobs must be module-level functions (the worker imports them by name).
+def _pid_job(engine) -> tuple[int, str]:
+    return os.getpid(), engine.url.render_as_string(hide_password=True)
+
+
+def _raise_job(engine, kind: str) -> None:
+    if kind == "invalid":
+        raise InvalidInput("the minimum number of ratings must be at least 1")
+    if kind == "analysis":
+        raise AnalysisInputError("no Rubric A annotations")
+    if kind == "database":
+        raise DatabaseUnavailable("the database is gone.", "postgresql+psycopg://u:secret@h/db")
+    raise _Unpicklable("a", "b")
+
+
+class _Unpicklable(Exception):
+    def __init__(self, first: str, second: str) -> None:  # pickling calls cls(*args): args are one string
+        super().__init__(f"{first} and {second}")
+
+
+def _everything(engine):
+    """What the lead pages show, as plain comparable values."""
+    lead = _lead(engine)
+    agreement = cached_agreement(engine, "main")
+    analysis = cached_analysis(engine, "main")
+    report = quality.cached_quality_report(engine, lead, "main")
+    queue = adjudication.disagreement_queue(engine, "main", "B", include_unanimous=True)
+    return agreement, analysis, report, queue
+
+
+def _lead(engine):
+    from sqlmodel import select
+
+    from review_app.db.engine import read_session
+    from review_app.db.models import Reviewer
+
+    with read_session(engine) as session:
+        return session.exec(select(Reviewer).where(Reviewer.role == "lead")).first()
+
+
+def test_a_worker_computes_the_same_numbers_as_the_app(study, monkeypatch):
+    engine, _lead_row, _slots = study
+    monkeypatch.setenv(compute_workers.WORKERS_SETTING, "0")
+    here = _everything(engine)
+    CACHE.clear()
+    monkeypatch.setenv(compute_workers.WORKERS_SETTING, "1")
+    pid, url = compute_workers.run(engine, _pid_job)
+    assert pid != os.getpid() and pid in compute_workers.worker_pids()  # it really runs elsewhere
+    assert url == engine.url.render_as_string(hide_password=True)
+    there = _everything(engine)
+    pd.testing.assert_frame_equal(here[0].frame(), there[0].frame())
+    assert here[0].notes == there[0].notes
+    a, b = here[1], there[1]
+    pd.testing.assert_frame_equal(a.agreement_frame(), b.agreement_frame())
+    pd.testing.assert_frame_equal(a.rubric_b.to_frame(), b.rubric_b.to_frame())
+    assert a.notes == b.notes and a.parameters == b.parameters
+    assert a.factor_levels() == b.factor_levels() and a.default_references() == b.default_references()
+    pd.testing.assert_frame_equal(here[2].table(), there[2].table())
+    assert here[2].quality.alerts == there[2].quality.alerts
+    assert here[3] == there[3] and len(there[3]) == 4
+    # the app kept only results: no frame was read here, and the analysis carries none
+    keys = [key for entry in CACHE._entries.values() for key in entry.values]
+    assert not any(isinstance(key, tuple) and key[0] == "frame" for key in keys)
+    assert there[1].annotations.empty
+    assert list(there[1].annotations.columns) == list(study_frame(engine, "main").columns)
+
+
+def test_no_stale_numbers_after_a_submit_with_a_worker(study):
+    engine, _lead_row, slots = study
+    before = cached_agreement(engine, "main")
+    assert cached_agreement(engine, "main") is before
+    rate(engine, slots[4][1][0], WORST)
+    rate(engine, slots[4][1][1], SAFE)
+    after = cached_agreement(engine, "main")
+    assert after.reports["B"]["harm_potential"].n_units == before.reports["B"]["harm_potential"].n_units + 1
+    pd.testing.assert_frame_equal(after.frame(), study_agreement(engine, "main").frame())
+    queue = adjudication.disagreement_queue(engine, "main", "B", include_unanimous=True)
+    assert slots[4][0] in {e.task_id for e in queue}
+
+
+def test_a_killed_worker_is_replaced_and_the_computation_retried(study):
+    engine, _lead_row, _slots = study
+    first = cached_agreement(engine, "main")
+    (pid,) = compute_workers.worker_pids()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while pid in compute_workers.worker_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    CACHE.clear()
+    again = cached_agreement(engine, "main")  # the broken pool is replaced; the page is not broken
+    pd.testing.assert_frame_equal(first.frame(), again.frame())
+    assert compute_workers.worker_pids() and pid not in compute_workers.worker_pids()
+
+
+def test_errors_come_back_with_their_type_and_message(engine):
+    with pytest.raises(InvalidInput, match="at least 1"):
+        compute_workers.run(engine, _raise_job, "invalid")
+    with pytest.raises(AnalysisInputError, match="no Rubric A annotations"):
+        compute_workers.run(engine, _raise_job, "analysis")
+    with pytest.raises(DatabaseUnavailable, match="the database is gone") as raised:
+        compute_workers.run(engine, _raise_job, "database")
+    assert "secret" not in str(raised.value.url)
+    with pytest.raises(RuntimeError, match="_Unpicklable: a and b"):
+        compute_workers.run(engine, _raise_job, "other")
+    assert compute_workers.run(engine, _pid_job)[0] != os.getpid()  # the pool survived every error
+    with pytest.raises(NotFound):  # a service error from inside a real job (no such study)
+        compute_workers.run(engine, adjudication._queue, "nope", "B", (0,), False, False, True)
+
+
+def test_in_memory_sqlite_and_zero_workers_compute_here(monkeypatch, tmp_path):
+    memory = create_engine("sqlite://", poolclass=StaticPool)
+    assert compute_workers.in_process(memory)
+    assert compute_workers.in_process(create_engine("sqlite:///:memory:"))
+    assert not compute_workers.in_process(make_engine(f"sqlite:///{tmp_path / 'x.db'}"))
+    assert compute_workers.in_process(create_engine(f"sqlite:///{tmp_path / 'x.db'}", poolclass=StaticPool))
+    assert compute_workers.run(memory, _pid_job)[0] == os.getpid()
+    monkeypatch.setenv(compute_workers.WORKERS_SETTING, "0")
+    assert compute_workers.workers() == 0 and compute_workers.in_process(make_engine(f"sqlite:///{tmp_path / 'y.db'}"))
+    monkeypatch.setenv(compute_workers.WORKERS_SETTING, "many")
+    with pytest.raises(ValueError, match="MEDREV_COMPUTE_WORKERS"):
+        compute_workers.workers()
+
+
+APP_KILLED = """
+import os, sys
+from review_app.db.engine import make_engine
+from review_app.services import compute_workers
+from tests.review_app.test_compute_workers import _pid_job
+print(compute_workers.run(make_engine(sys.argv[1]), _pid_job)[0], flush=True)
+os.kill(os.getpid(), 15)  # SIGTERM: no exit handlers run
+"""
+
+
+def test_a_killed_app_leaves_no_worker_behind(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    url = f"sqlite:///{tmp_path / 'orphan.db'}"
+    done = subprocess.run(
+        [sys.executable, "-c", APP_KILLED, url],
+        cwd=root,
+        env=os.environ | {compute_workers.WORKERS_SETTING: "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    worker = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 60
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(worker)  # it noticed its parent was gone and ended
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (an ended one not yet reaped is a zombie: state Z)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
