@@ -154,9 +154,17 @@ def load_annotations(
     pseudonymise: bool = True,
     task_ids: Iterable[int] | None = None,
     gold: str = "exclude",
+    labels: dict[int, str] | None = None,
 ) -> pd.DataFrame:
-    """:func:`annotations_frame` inside the caller's session (one snapshot with other reads)."""
-    return _frame(*_fetch(session, study, rubric=rubric, pseudonymise=pseudonymise, task_ids=task_ids, gold=gold))
+    """:func:`annotations_frame` inside the caller's session (one snapshot with other reads).
+
+    ``labels``: the study's :func:`rater_labels` (as ``pseudonymise`` asks) when the caller has
+    them cached; reading them groups every assignment of the study.
+    """
+    fetched = _fetch(
+        session, study, rubric=rubric, pseudonymise=pseudonymise, task_ids=task_ids, gold=gold, labels=labels
+    )
+    return _frame(*fetched)
 
 
 def _fetch(
@@ -167,6 +175,7 @@ def _fetch(
     pseudonymise: bool = True,
     task_ids: Iterable[int] | None = None,
     gold: str = "exclude",
+    labels: dict[int, str] | None = None,
 ) -> tuple[list, list, dict[int, str], list[str]]:
     """The rows :func:`_frame` turns into the frame (database work only)."""
     if gold not in GOLD_CHOICES:
@@ -179,7 +188,7 @@ def _fetch(
         .where(Assignment.study_id == study.id, Annotation.rubric.in_(rubrics))
         .group_by(Annotation.assignment_id)
     )
-    names = rater_labels(session, study.id, pseudonymise=pseudonymise)
+    names = labels if labels is not None else rater_labels(session, study.id, pseudonymise=pseudonymise)
     if wanted_tasks is not None:
         # A few tasks (the adjudication view, on every rerun): the in-force revisions of those tasks
         # only, not of the whole study (a scan of 200,000 annotations at 500,000 items).
