@@ -85,11 +85,26 @@ def upgrade(engine: Engine, revision: str = "head") -> str | None:
     with writer(engine).begin() as connection:
         if not is_sqlite(engine):
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
-        check_schema(connection)
+        before = check_schema(connection)
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
         sync_rubric_levels(connection)
-        return MigrationContext.configure(connection).get_current_revision()
+        after = MigrationContext.configure(connection).get_current_revision()
+    if before is not None and after != before:
+        # A migration can rewrite a whole table (0007 counted every task's submissions into it):
+        # fresh statistics, and on a server without autovacuum the dead row versions removed.
+        from review_app.db.statistics import refresh_statistics
+
+        refresh_statistics(engine, _tables(engine))
+    return after
+
+
+def _tables(engine: Engine) -> list[str]:
+    """medrev's tables that exist in the database (all of them once migrated)."""
+    from review_app.db.models import SQLModel
+
+    present = set(inspect(engine).get_table_names())
+    return [name for name in SQLModel.metadata.tables if name in present]
 
 
 def sync_rubric_levels(connection) -> None:

@@ -249,7 +249,7 @@ class Task(SQLModel, table=True):
         Index("ix_task_study_rubric", "study_id", "rubric"),
         Index("ix_task_pool_order", "study_id", "pool_rank", "id"),
         # The few locked tasks, read by the adjudication queue on every rerun.
-        Index("ix_task_locked", "study_id", "rubric", sqlite_where=text("locked"), postgresql_where=text("locked")),
+        Index("ix_task_locked", "study_id", "rubric", sqlite_where=text("locked = 1"), postgresql_where=text("locked")),
     )
 
     id: int | None = Field(default=None, primary_key=True)

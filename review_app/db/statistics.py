@@ -9,7 +9,10 @@ once their transaction has committed, on exactly the tables they touched.
 
 ``ANALYZE`` samples a fixed number of rows (30,000 at the default statistics target), so it costs
 a fraction of a second whatever the table size, and it takes a lock that neither reads nor writes
-wait for: reviewers keep working while it runs.
+wait for: reviewers keep working while it runs. When the server runs without autovacuum
+(``autovacuum = off``), it is ``VACUUM (ANALYZE)`` instead: it reads the tables (seconds at panel
+scale, under the same lock) and removes the dead row versions bulk updates leave, which nothing
+else would. Keep autovacuum on for the rows reviewers update one at a time.
 
 SQLite is left alone: without ``sqlite_stat1`` its planner trusts the indexes, which is what the
 review queries need, while a statistics table that went stale after the next import could mislead
@@ -46,10 +49,15 @@ def refresh_statistics(engine: Engine, tables: Iterable[str]) -> list[str]:
     if not names:
         return []
     preparer = engine.dialect.identifier_preparer
+    listed = ", ".join(preparer.quote(name) for name in names)
     try:
         with engine.connect() as connection:
             connection = connection.execution_options(isolation_level="AUTOCOMMIT")
-            connection.exec_driver_sql("ANALYZE " + ", ".join(preparer.quote(name) for name in names))
+            autovacuum = connection.exec_driver_sql("SHOW autovacuum").scalar() == "on"
+            # Without autovacuum nothing ever removes the dead row versions a bulk update leaves (or
+            # sets the visibility map index-only scans need): next task then stepped over a
+            # reviewer's submitted assignments' dead index entries (14 ms p95 at 500,000 items).
+            connection.exec_driver_sql(("ANALYZE " if autovacuum else "VACUUM (ANALYZE) ") + listed)
     except SQLAlchemyError as exc:
         log.warning("ANALYZE %s failed (statistics stay stale until autovacuum): %s", ", ".join(names), exc)
         return []

@@ -49,7 +49,7 @@ from review_app.services.actors import Actor, acting_user, as_actor, require_stu
 from review_app.services.annotations import get_study_row, load_annotations, study_rubrics
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
 from review_app.services.reviewing import TaskMaterial, material
-from review_app.services.study_cache import CACHE, study_frame
+from review_app.services.study_cache import CACHE, study_frame, study_rater_labels
 
 LEAD_ROLES = ("lead", "admin")
 MAX_RATIONALE = 10_000
@@ -562,7 +562,10 @@ def adjudication_view(
         item = session.get(Item, task.item_id)
         response = session.get(ModelResponse, task.response_id) if task.response_id else None
         rubric = get_rubric(task.rubric)
-        frame = load_annotations(session, study, rubric=task.rubric, pseudonymise=pseudonymise, task_ids=[task.id])
+        labels = study_rater_labels(engine, study.name, pseudonymise=pseudonymise)  # a read path: no write lock held
+        frame = load_annotations(
+            session, study, rubric=task.rubric, pseudonymise=pseudonymise, task_ids=[task.id], labels=labels
+        )
         rows = session.exec(
             select(Adjudication).where(Adjudication.task_id == task.id).order_by(Adjudication.version)
         ).all()

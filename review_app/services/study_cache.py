@@ -57,7 +57,7 @@ from review_app.db.models import (
     Task,
     TaskFlag,
 )
-from review_app.services.annotations import annotations_frame, get_study_row
+from review_app.services.annotations import annotations_frame, get_study_row, rater_names
 
 T = TypeVar("T")
 DEFAULT_MAX_MB = 512
@@ -384,5 +384,20 @@ def study_frame(
         ("frame", pseudonymise, gold),
         lambda _version: annotations_frame(engine, study_name, pseudonymise=pseudonymise, gold=gold),
         version=version,
+        reads_database=True,
+    )
+
+
+def study_rater_labels(engine: Engine, study_name: str, *, pseudonymise: bool = True) -> dict[int, str]:
+    """The study's :func:`~review_app.services.annotations.rater_names`, once per data version.
+
+    Reading them groups every assignment of the study (0.6 s at 1,250,000 assignments); the
+    adjudication view needs them on every rerun. Call it outside a write transaction.
+    """
+    return CACHE.get(
+        engine,
+        study_name,
+        ("rater_labels_of", pseudonymise),
+        lambda _version: rater_names(engine, study_name, pseudonymise=pseudonymise),
         reads_database=True,
     )

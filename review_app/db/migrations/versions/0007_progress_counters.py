@@ -246,7 +246,7 @@ def upgrade() -> None:
             "ix_task_locked",
             ["study_id", "rubric"],
             unique=False,
-            sqlite_where=sa.text("locked"),
+            sqlite_where=sa.text("locked = 1"),
             postgresql_where=sa.text("locked"),
         )
     for statement in BACKFILL:
