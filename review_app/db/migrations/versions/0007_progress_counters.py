@@ -27,6 +27,10 @@ writer's transaction, so the counters are exactly the scan's answer at every com
 subset never changes (items are identified by subset and external id), so it is read from the item
 when a task's contribution is counted. Existing rows are counted once here.
 
+A later migration that makes SQLite rebuild ``assignment``, ``task`` or ``annotation`` (Alembic's
+batch mode copies the table) drops their triggers with the old table: it must create them again
+(``SQLITE`` below) and recount, or the counters stop following the writes.
+
 Revision ID: 0007
 Revises: 0006
 Create Date: 2026-11-26 15:10:00
