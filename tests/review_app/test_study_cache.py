@@ -201,3 +201,61 @@ def test_bounded_by_studies_and_bytes():
     for k in range(5):
         per_study.get(engine, "a", ("agreement", k), lambda _v, k=k: k, version=(1,))
     assert per_study.stats().values == 3
+
+
+def test_a_new_version_s_frame_is_patched_from_the_last_and_equals_a_full_read(study, monkeypatch):
+    """While reviewers submit, the frame of each new version is the last one with the rated tasks read again.
+
+    After every kind of write, the cached frame equals an uncached full read cell for cell; only
+    writes that change rows in place (a flag) or remove rows (a deletion) read the frame whole.
+    """
+    from review_app.services import study_cache
+    from review_app.services.annotations import annotations_frame
+
+    engine, _lead, slots = study
+    full_reads = []
+    real = study_cache.annotations_frame
+    monkeypatch.setattr(study_cache, "annotations_frame", lambda *a, **k: full_reads.append(k) or real(*a, **k))
+
+    def check(**kwargs) -> pd.DataFrame:
+        cached = study_frame(engine, "main", **kwargs)
+        pd.testing.assert_frame_equal(cached, annotations_frame(engine, "main", **kwargs))
+        return cached
+
+    check()
+    check(pseudonymise=False, gold="include")
+    assert len(full_reads) == 2
+    rate(engine, slots[4][1][0], WORST)  # a new task gets its first rating
+    rate(engine, slots[4][1][1], SAFE)
+    rate(engine, slots[5][1][1], SAFE)
+    patched = check()
+    assert len(patched) == 11 and len(full_reads) == 2
+    check(pseudonymise=False, gold="include")
+    slot = slots[0][1][0]  # an edit: a new revision replaces the row in force
+    current = reviewing.open_task(engine, slot.id, slot.reviewer_id).submitted
+    rate(engine, slot, b(1, 1, 1, 1), base_revision=current.revision)
+    edited = check()
+    assert len(edited) == 11 and (edited["harm_potential"] == 1).sum() == 1 and len(full_reads) == 2
+    reviewing.set_flag(engine, slot.id, slot.reviewer_id, True)  # changes a row in place: read whole
+    assert check()["flagged"].sum() == 1 and len(full_reads) == 3
+    rate(engine, slots[6][1][0], SAFE)  # and patched again from there
+    check()
+    assert len(full_reads) == 3
+
+
+def test_a_patch_never_renumbers_raters_nor_misses_a_row(study):
+    """No patch when pseudonyms would change (a reviewer joined and the numbering widened) or rows went missing."""
+    from review_app.services.study_cache import _Frame, patched_frame
+
+    engine, _lead, slots = study
+    frame = study_frame(engine, "main")
+    version = data_version(engine, "main")
+    rate(engine, slots[4][1][0], SAFE)
+    labels = dict(CACHE.latest(engine, "main", ("frame", True, "exclude"))[1].labels)
+    assert patched_frame(engine, "main", _Frame(frame, labels), version, data_version(engine, "main")) is not None
+    renamed = {reviewer: label.replace("R", "R0") for reviewer, label in labels.items()}
+    assert patched_frame(engine, "main", _Frame(frame, renamed), version, data_version(engine, "main")) is None
+    # counters that say more annotations came than the new ids show (rows were removed): read whole
+    now = list(data_version(engine, "main"))
+    now[2] += 1
+    assert patched_frame(engine, "main", _Frame(frame, labels), version, tuple(now)) is None
