@@ -120,6 +120,21 @@ def read_session(engine: Engine) -> Iterator[Session]:
 
 
 @contextmanager
+def snapshot_session(engine: Engine) -> Iterator[Session]:
+    """A read session whose statements all see one snapshot of the database, whatever commits meanwhile.
+
+    SQLite read transactions are snapshots already (WAL: a deferred ``BEGIN`` fixes the snapshot at
+    the first read). PostgreSQL's default, READ COMMITTED, gives each statement a new snapshot; this
+    session's transaction is REPEATABLE READ instead. For reads that must agree with each other, such
+    as a study's data version and the rows it versions, while reviewers keep submitting.
+    """
+    with read_session(engine) as session:
+        if engine.dialect.name == "postgresql":
+            session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        yield session
+
+
+@contextmanager
 def database_faults(engine: Engine) -> Iterator[None]:
     """Re-raise a known database fault met inside the block as one sentence (``DatabaseUnavailable``)."""
     try:

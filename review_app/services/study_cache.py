@@ -45,10 +45,10 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, case, func
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
-from review_app.db.engine import read_session
+from review_app.db.engine import read_session, snapshot_session
 from review_app.db.models import (
     Adjudication,
     Annotation,
@@ -56,12 +56,12 @@ from review_app.db.models import (
     AssignmentTally,
     GoldTask,
     ProgressCell,
+    Study,
     StudyTally,
     Task,
     TaskFlag,
 )
 from review_app.services.annotations import (
-    annotations_frame,
     get_study_row,
     load_annotations,
     rater_labels,
@@ -93,48 +93,50 @@ def data_version(engine: Engine, study_name: str) -> tuple[int, ...]:
     so the read costs the same at any study size (it was 0.4-1.3 s per rerun at 125,000 items).
     """
     with read_session(engine) as session:
-        study = get_study_row(session, study_name)
-        # Counters the database keeps (migration 0007) instead of joins over every annotation and
-        # assignment: this runs on every rerun of every lead page.
-        annotations = session.exec(
-            select(StudyTally.annotations, StudyTally.last_annotation_id).where(StudyTally.study_id == study.id)
-        ).first() or (0, 0)
-        task_rows = (
-            session.exec(
-                select(func.coalesce(func.sum(ProgressCell.tasks), 0)).where(ProgressCell.study_id == study.id)
-            ).one(),
+        return version_in(session, get_study_row(session, study_name))
+
+
+def version_in(session: Session, study: Study) -> tuple[int, ...]:
+    """:func:`data_version` read in the caller's session (with other reads of one snapshot)."""
+    # Counters the database keeps (migration 0007) instead of joins over every annotation and
+    # assignment: this runs on every rerun of every lead page.
+    annotations = session.exec(
+        select(StudyTally.annotations, StudyTally.last_annotation_id).where(StudyTally.study_id == study.id)
+    ).first() or (0, 0)
+    task_rows = (
+        session.exec(
+            select(func.coalesce(func.sum(ProgressCell.tasks), 0)).where(ProgressCell.study_id == study.id)
+        ).one(),
+    )
+    # Read from the (few) decisions, each probing its task: an IN list of every task id, or a join
+    # the planner starts from the task side, cost 0.14-0.5 s at 1,000,000 tasks.
+    task_study = select(Task.study_id).where(Task.id == Adjudication.task_id).scalar_subquery()
+    decisions = session.exec(
+        select(func.count(Adjudication.id), func.coalesce(func.max(Adjudication.id), 0)).where(task_study == study.id)
+    ).one()
+    tally = session.exec(
+        select(
+            func.coalesce(func.sum(AssignmentTally.n), 0),
+            func.coalesce(func.sum(AssignmentTally.flagged), 0),
+            func.coalesce(func.sum(case((AssignmentTally.status == "withdrawn", AssignmentTally.n), else_=0)), 0),
+        ).where(AssignmentTally.study_id == study.id)
+    ).one()
+    last_assignment = session.exec(  # one index probe (ix_assignment_study_id)
+        select(func.coalesce(func.max(Assignment.id), 0)).where(Assignment.study_id == study.id)
+    ).one()
+    assignments = (tally[0], last_assignment, tally[1], tally[2])
+    gold = session.exec(
+        select(
+            func.count(GoldTask.task_id),
+            func.coalesce(func.sum(GoldTask.task_id), 0),
+            func.coalesce(func.max(GoldTask.task_id), 0),
+        ).where(GoldTask.study_id == study.id)
+    ).one()
+    excluded = session.exec(  # a lead's exclusion (a flag's status, changed in place) leaves every analysis
+        select(func.count(TaskFlag.id), func.coalesce(func.sum(TaskFlag.task_id), 0)).where(
+            TaskFlag.study_id == study.id, TaskFlag.status == "excluded"
         )
-        # Read from the (few) decisions, each probing its task: an IN list of every task id, or a join
-        # the planner starts from the task side, cost 0.14-0.5 s at 1,000,000 tasks.
-        task_study = select(Task.study_id).where(Task.id == Adjudication.task_id).scalar_subquery()
-        decisions = session.exec(
-            select(func.count(Adjudication.id), func.coalesce(func.max(Adjudication.id), 0)).where(
-                task_study == study.id
-            )
-        ).one()
-        tally = session.exec(
-            select(
-                func.coalesce(func.sum(AssignmentTally.n), 0),
-                func.coalesce(func.sum(AssignmentTally.flagged), 0),
-                func.coalesce(func.sum(case((AssignmentTally.status == "withdrawn", AssignmentTally.n), else_=0)), 0),
-            ).where(AssignmentTally.study_id == study.id)
-        ).one()
-        last_assignment = session.exec(  # one index probe (ix_assignment_study_id)
-            select(func.coalesce(func.max(Assignment.id), 0)).where(Assignment.study_id == study.id)
-        ).one()
-        assignments = (tally[0], last_assignment, tally[1], tally[2])
-        gold = session.exec(
-            select(
-                func.count(GoldTask.task_id),
-                func.coalesce(func.sum(GoldTask.task_id), 0),
-                func.coalesce(func.max(GoldTask.task_id), 0),
-            ).where(GoldTask.study_id == study.id)
-        ).one()
-        excluded = session.exec(  # a lead's exclusion (a flag's status, changed in place) leaves every analysis
-            select(func.count(TaskFlag.id), func.coalesce(func.sum(TaskFlag.task_id), 0)).where(
-                TaskFlag.study_id == study.id, TaskFlag.status == "excluded"
-            )
-        ).one()
+    ).one()
     created = int(study.created_at.timestamp() * 1_000_000) if study.created_at else 0
     parts = (study.id, created, *annotations, *task_rows, *decisions, *assignments, *gold, *excluded)
     return tuple(int(v) for v in parts)
@@ -273,10 +275,15 @@ class StudyCache:
 
     def latest(self, engine: Engine, study_name: str, key: Hashable) -> tuple[tuple[int, ...], Any] | None:
         """``(version, value)`` last stored under a ``keep_latest`` key of the study, of any version, or None."""
-        if getattr(_uncached, "active", False):
-            return None
         with self._lock:
             return self._latest.get((self._study_key(engine, study_name), key))
+
+    def remember_latest(self, engine: Engine, study_name: str, key: Hashable, version: tuple, value: Any) -> None:
+        """Keep ``value`` as :meth:`latest` under ``key`` without caching it (it is of another version)."""
+        with self._lock:
+            study_key = self._study_key(engine, study_name)
+            if study_key in self._entries:
+                self._latest[(study_key, key)] = (version, value)
 
     def _get(self, engine, study_name, key, compute, version, reads_database, keep_latest=False):
         study_key = self._study_key(engine, study_name)
@@ -412,31 +419,33 @@ def study_frame(
 ) -> pd.DataFrame:
     """The study's :func:`annotations_frame`, one shared copy per data version (do not modify it).
 
-    While reviewers work, the version moves with every submit; the frame of a new version is then
-    patched from the last one (:func:`patched_frame`: the rows of the few tasks rated since are read
-    again) instead of read whole (10 s at 200,000 annotations), when nothing else changed.
+    The rows and their version are read in one snapshot (:func:`read_frame`), so a frame is filed
+    under exactly the version it shows even while reviewers submit. While they work, the version
+    moves with every submit; the frame of a new version is then patched from the last one (the rows
+    of the few tasks rated since are read again) instead of read whole (seconds at 200,000
+    annotations), unless rows changed in place.
     """
     key = ("frame", pseudonymise, gold)
 
-    def compute(new: tuple[int, ...]) -> _Frame:
-        last = CACHE.latest(engine, study_name, key)
-        if last is not None:
-            patched = patched_frame(engine, study_name, last[1], last[0], new, pseudonymise=pseudonymise, gold=gold)
-            if patched is not None:
-                return patched
-        labels = rater_names(engine, study_name, pseudonymise=pseudonymise)
-        frame = annotations_frame(engine, study_name, pseudonymise=pseudonymise, gold=gold)
-        return _Frame(frame, labels)
+    def compute(asked: tuple[int, ...]) -> _Frame:
+        found = CACHE.latest(engine, study_name, key)
+        built = read_frame(engine, study_name, found[1] if found else None, pseudonymise=pseudonymise, gold=gold)
+        if built.version != asked and not uncached_active():
+            # Written since the version was read: keep it as the base of the next patch, file it nowhere.
+            CACHE.remember_latest(engine, study_name, key, built.version, built)
+            raise _Moved
+        return built
 
-    return CACHE.get(engine, study_name, key, compute, version=version, reads_database=True, keep_latest=True).frame
+    return CACHE.get(engine, study_name, key, compute, version=version, keep_latest=True).frame
 
 
 @dataclass(frozen=True, eq=False)
 class _Frame:
-    """A cached frame and the rater labels it was built with (a patch must not renumber anyone)."""
+    """A frame, the data version it shows and the rater labels it was built with (a patch keeps them)."""
 
     frame: pd.DataFrame
     labels: dict[int, str]
+    version: tuple[int, ...]
 
 
 # Positions in data_version()'s tuple.
@@ -445,54 +454,64 @@ _ASSIGNMENTS = 7
 _UNCHANGED_FOR_PATCH = (0, 1, _TASKS, 9, 10, 11, 12, 13, 14, 15)  # study, tasks, flags, withdrawals, gold, excluded
 
 
-def patched_frame(
-    engine: Engine,
-    study_name: str,
-    last: _Frame,
-    last_version: tuple[int, ...],
-    version: tuple[int, ...],
-    *,
-    pseudonymise: bool = True,
-    gold: str = "exclude",
-) -> _Frame | None:
-    """The frame of ``version`` from the frame of an earlier version, or None when it must be read whole.
+def read_frame(
+    engine: Engine, study_name: str, last: _Frame | None = None, *, pseudonymise: bool = True, gold: str = "exclude"
+) -> _Frame:
+    """The study's frame with its data version, read in one snapshot; patched from ``last`` when it can be.
 
-    Allowed only when the versions differ by new annotations (and new assignments and decisions,
-    which the frame does not show) and nothing changed in place: same tasks, flagged and withdrawn
-    assignments, gold and excluded tasks, and every rater keeps their pseudonym. Then the rows of
-    the tasks with an annotation newer than the last frame's are read again, exactly as a full read
-    reads them (in force, gold and exclusion filters), and the rows of every other task are kept:
-    nothing else can have changed them. A deletion is caught by the count (the annotations newer
-    than the last frame must account for every new one).
+    A patch is allowed only when the versions differ by new annotations (and new assignments and
+    decisions, which the frame does not show) and nothing changed in place: same tasks, flagged
+    and withdrawn assignments, gold and excluded tasks, and every rater keeps their pseudonym. Then
+    the rows of the tasks with an annotation newer than ``last``'s are read again, exactly as a
+    full read reads them (in force, gold and exclusion filters), and the rows of every other task
+    are kept: nothing else can have changed them. A deletion is caught by the count (the
+    annotations newer than ``last``'s must account for every new one).
     """
-    if len(last_version) != len(version) or any(last_version[i] != version[i] for i in _UNCHANGED_FOR_PATCH):
-        return None
-    if version[_ANNOTATIONS] < last_version[_ANNOTATIONS] or version[_ASSIGNMENTS] < last_version[_ASSIGNMENTS]:
-        return None
-    frame = last.frame
-    with read_session(engine) as session:
+    with snapshot_session(engine) as session:
         study = get_study_row(session, study_name)
+        version = version_in(session, study)
         labels = rater_labels(session, study.id, pseudonymise=pseudonymise)
-        if any(labels.get(reviewer) != label for reviewer, label in last.labels.items()):
-            return None  # a new reviewer widened the pseudonyms (R99 -> R100) or the order moved
-        newer = session.exec(
-            select(Annotation.task_id)
-            .join(Assignment, Assignment.id == Annotation.assignment_id)
-            .where(
-                Assignment.study_id == study.id,
-                Annotation.id > last_version[_LAST_ANNOTATION],
-                Annotation.id <= version[_LAST_ANNOTATION],
-            )
-        ).all()
-        if len(newer) != version[_ANNOTATIONS] - last_version[_ANNOTATIONS]:
-            return None  # annotations were deleted: read whole
-        tasks = sorted(set(newer))
-        if len(tasks) > MAX_PATCHED_TASKS:
-            return None
+        if last is not None and last.version == version:
+            return last
+        tasks = _patchable_tasks(session, study, last, version, labels) if last is not None else None
+        if tasks is None:
+            frame = load_annotations(session, study, pseudonymise=pseudonymise, gold=gold, labels=labels)
+            return _Frame(frame, labels, version)
         part = load_annotations(session, study, pseudonymise=pseudonymise, task_ids=tasks, gold=gold, labels=labels)
+    return _Frame(_patch(last.frame, tasks, part), labels, version)
+
+
+def _patchable_tasks(
+    session: Session, study: Study, last: _Frame, version: tuple[int, ...], labels: dict[int, str]
+) -> list[int] | None:
+    """The tasks whose rows a patch from ``last`` to ``version`` reads again, or None (read whole)."""
+    before = last.version
+    if len(before) != len(version) or any(before[i] != version[i] for i in _UNCHANGED_FOR_PATCH):
+        return None
+    if version[_ANNOTATIONS] < before[_ANNOTATIONS] or version[_ASSIGNMENTS] < before[_ASSIGNMENTS]:
+        return None
+    if any(labels.get(reviewer) != label for reviewer, label in last.labels.items()):
+        return None  # a new reviewer widened the pseudonyms (R99 -> R100) or the order moved
+    newer = session.exec(
+        select(Annotation.task_id)
+        .join(Assignment, Assignment.id == Annotation.assignment_id)
+        .where(
+            Assignment.study_id == study.id,
+            Annotation.id > before[_LAST_ANNOTATION],
+            Annotation.id <= version[_LAST_ANNOTATION],
+        )
+    ).all()
+    if len(newer) != version[_ANNOTATIONS] - before[_ANNOTATIONS]:
+        return None  # annotations were deleted: read whole
+    tasks = sorted(set(newer))
+    return tasks if len(tasks) <= MAX_PATCHED_TASKS else None
+
+
+def _patch(frame: pd.DataFrame, tasks: list[int], part: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the rows of ``tasks`` replaced by ``part``'s, in the frame's order (task, slot, annotation)."""
     if not tasks:
-        return _Frame(frame, labels)
-    # One concatenation and one take (the frame's order: task, slot, annotation): 0.1 s at 200,000 rows.
+        return frame
+    # One concatenation and one take: 0.1 s at 200,000 rows.
     merged = pd.concat([frame, part], ignore_index=True, copy=False)
     keep = np.concatenate([~np.isin(frame[C.task].to_numpy(), tasks), np.ones(len(part), dtype=bool)])
     rows = np.flatnonzero(keep)
@@ -503,7 +522,7 @@ def patched_frame(
     ]
     merged = merged.take(order)
     merged.index = pd.RangeIndex(len(merged))
-    return _Frame(merged, labels)
+    return merged
 
 
 def study_rater_labels(engine: Engine, study_name: str, *, pseudonymise: bool = True) -> dict[int, str]:

@@ -214,8 +214,14 @@ def test_a_new_version_s_frame_is_patched_from_the_last_and_equals_a_full_read(s
 
     engine, _lead, slots = study
     full_reads = []
-    real = study_cache.annotations_frame
-    monkeypatch.setattr(study_cache, "annotations_frame", lambda *a, **k: full_reads.append(k) or real(*a, **k))
+    real = study_cache.load_annotations
+
+    def spy(*args, **kwargs):
+        if kwargs.get("task_ids") is None:
+            full_reads.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(study_cache, "load_annotations", spy)
 
     def check(**kwargs) -> pd.DataFrame:
         cached = study_frame(engine, "main", **kwargs)
@@ -245,17 +251,40 @@ def test_a_new_version_s_frame_is_patched_from_the_last_and_equals_a_full_read(s
 
 def test_a_patch_never_renumbers_raters_nor_misses_a_row(study):
     """No patch when pseudonyms would change (a reviewer joined and the numbering widened) or rows went missing."""
-    from review_app.services.study_cache import _Frame, patched_frame
+    from dataclasses import replace
+
+    from review_app.services.study_cache import read_frame
 
     engine, _lead, slots = study
-    frame = study_frame(engine, "main")
-    version = data_version(engine, "main")
+    last = read_frame(engine, "main")
+    assert last.version == data_version(engine, "main")
+    assert read_frame(engine, "main", last) is last  # nothing new: the same frame
     rate(engine, slots[4][1][0], SAFE)
-    labels = dict(CACHE.latest(engine, "main", ("frame", True, "exclude"))[1].labels)
-    assert patched_frame(engine, "main", _Frame(frame, labels), version, data_version(engine, "main")) is not None
-    renamed = {reviewer: label.replace("R", "R0") for reviewer, label in labels.items()}
-    assert patched_frame(engine, "main", _Frame(frame, renamed), version, data_version(engine, "main")) is None
+    patched = read_frame(engine, "main", last)
+    assert patched.version == data_version(engine, "main") and len(patched.frame) == len(last.frame) + 1
+    renamed = replace(last, labels={reviewer: label.replace("R", "R0") for reviewer, label in last.labels.items()})
+    assert read_frame(engine, "main", renamed).frame.equals(patched.frame)  # read whole, same rows
     # counters that say more annotations came than the new ids show (rows were removed): read whole
-    now = list(data_version(engine, "main"))
-    now[2] += 1
-    assert patched_frame(engine, "main", _Frame(frame, labels), version, tuple(now)) is None
+    version = list(last.version)
+    version[2] -= 1
+    assert read_frame(engine, "main", replace(last, version=tuple(version))).frame.equals(patched.frame)
+
+
+def test_a_frame_is_filed_under_the_version_it_shows(study, monkeypatch):
+    """A submit between the page's version read and the frame's read: the frame is not filed under the older version."""
+    from review_app.services import study_cache
+
+    engine, _lead, slots = study
+    before = data_version(engine, "main")
+    real = study_cache.read_frame
+    writes = [lambda: rate(engine, slots[4][1][0], SAFE)]
+
+    def submit_first(*args, **kwargs):
+        while writes:
+            writes.pop()()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(study_cache, "read_frame", submit_first)
+    frame = study_frame(engine, "main")  # the cache read the version, then a reviewer submitted
+    assert len(frame) == 9 and data_version(engine, "main") != before
+    assert CACHE.latest(engine, "main", ("frame", True, "exclude"))[0] == data_version(engine, "main")
