@@ -29,6 +29,7 @@ the GIL, and gets back only the small, picklable result, which
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import ctypes.util
 import multiprocessing
@@ -55,6 +56,9 @@ DEFAULT_WORKERS = 1
 PROGRESS_SLOTS = 64  # concurrent jobs that can report progress; more run without a bar
 POLL_SECONDS = 0.1
 WORKER_ENGINES = 4  # engines a worker keeps open (one per database URL, least recently used closed)
+# Workers run at a lower CPU priority than the app: when cores are short, a reviewer's submit in the app
+# goes first and a lead's statistics take what is left (on an idle machine they run at full speed).
+WORKER_NICENESS = 10
 
 _lock = threading.Lock()
 _executor: ProcessPoolExecutor | None = None
@@ -248,12 +252,16 @@ _libc: Any = None
 def _start_worker(slots: Any) -> None:
     """Set up a worker: its nested jobs run in place, progress goes to ``slots``, and it ends with the app.
 
+    It runs niced (:data:`WORKER_NICENESS`), so reviewers' requests in the app win the CPU from it.
+
     An app killed without running its exit handlers (SIGTERM, SIGKILL) would leave its workers
     waiting for jobs forever; a watcher thread ends the worker when its parent process is gone.
     """
     global _in_worker, _worker_slots
     _in_worker = True
     _worker_slots = slots
+    with contextlib.suppress(OSError):  # not permitted here: run at the app's priority
+        os.nice(WORKER_NICENESS)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True, name="parent-watch").start()

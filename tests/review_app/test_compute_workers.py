@@ -119,6 +119,15 @@ def test_no_stale_numbers_after_a_submit_with_a_worker(study):
     assert slots[4][0] in {e.task_id for e in queue}
 
 
+def test_workers_yield_the_cpu_to_the_app(study):
+    """Lead statistics run at a lower priority than reviewers' requests in the app."""
+    engine, _lead_row, _slots = study
+    cached_agreement(engine, "main")
+    (pid,) = compute_workers.worker_pids()
+    expected = min(19, os.getpriority(os.PRIO_PROCESS, 0) + compute_workers.WORKER_NICENESS)
+    assert os.getpriority(os.PRIO_PROCESS, pid) == expected
+
+
 def test_a_killed_worker_is_replaced_and_the_computation_retried(study):
     engine, _lead_row, _slots = study
     first = cached_agreement(engine, "main")
