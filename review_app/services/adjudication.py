@@ -451,20 +451,74 @@ def disagreement_queue(
     page rerun does not rebuild it; only the task locks (changed in place, not part of the data
     version) are read on every call, in one indexed query.
     """
+    head = disagreement_queue_head(
+        engine,
+        study_name,
+        rubric,
+        include_unanimous=include_unanimous,
+        open_only=open_only,
+        pseudonymise=pseudonymise,
+        limit=None,
+    )
+    return list(head.entries)
+
+
+@dataclass(frozen=True)
+class QueueHead:
+    """The most urgent tasks of a disagreement queue and how many tasks the whole queue holds."""
+
+    entries: tuple[QueueEntry, ...]
+    total: int
+
+
+def disagreement_queue_head(
+    engine: Engine,
+    study_name: str,
+    rubric: str,
+    *,
+    include_unanimous: bool = False,
+    open_only: bool = False,
+    pseudonymise: bool = True,
+    limit: int | None = 500,
+) -> QueueHead:
+    """The first ``limit`` tasks of :func:`disagreement_queue` (all with None) and the queue's length.
+
+    The adjudication page shows the most urgent few hundred of a queue that has tens of thousands
+    of tasks at panel scale; the queue is built in the compute worker and only its head is sent to
+    and kept in the app (the whole queue held 80 MB of the app's memory at 200,000 annotations).
+    """
+    if limit is not None and (isinstance(limit, bool) or limit < 0):
+        raise InvalidInput(f"limit must be a whole number of tasks, 0 or more (got {limit})")
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
         (key,) = study_rubrics(study, rubric)
         locked = set(session.exec(select(Task.id).where(Task.study_id == study.id, Task.rubric == key, Task.locked)))
-    entries = CACHE.get(
+    head = CACHE.get(
         engine,
         study_name,
-        ("disagreement_queue", key, bool(include_unanimous), bool(open_only), bool(pseudonymise)),
+        ("disagreement_queue", key, bool(include_unanimous), bool(open_only), bool(pseudonymise), limit),
         lambda version: compute_workers.run(
-            engine, _queue, study_name, key, version, include_unanimous, open_only, pseudonymise
+            engine, _queue_head, study_name, key, version, include_unanimous, open_only, pseudonymise, limit
         ),
         reads_database=True,
     )
-    return [replace(e, locked=True) if e.task_id in locked else e for e in entries]
+    entries = tuple(replace(e, locked=True) if e.task_id in locked else e for e in head.entries)
+    return QueueHead(entries, head.total)
+
+
+def _queue_head(
+    engine: Engine,
+    study_name: str,
+    key: str,
+    version: tuple[int, ...],
+    include_unanimous: bool,
+    open_only: bool,
+    pseudonymise: bool,
+    limit: int | None,
+) -> QueueHead:
+    """:func:`_queue`'s first ``limit`` entries and its length (a compute-worker job)."""
+    entries = _queue(engine, study_name, key, version, include_unanimous, open_only, pseudonymise)
+    return QueueHead(entries if limit is None else entries[:limit], len(entries))
 
 
 def _queue(

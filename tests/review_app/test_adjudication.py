@@ -218,3 +218,22 @@ def test_queue_shows_a_lock_at_once_although_the_queue_is_cached(rated):
     assert [e.locked for e in after] == [e.task_id == task for e in before]  # ... with the lock read fresh
     reviewing.set_task_lock(engine, task, False, actor_id=lead)
     assert not any(e.locked for e in adjudication.disagreement_queue(engine, "s", "B"))
+
+
+def test_the_queue_head_is_the_queue_s_most_urgent_tasks_and_its_length(rated):
+    """The adjudication page keeps the head of the queue and its length, not the whole queue."""
+    from review_app.services import reviewing
+
+    engine, _users, lead, _tasks, _slots = rated
+    whole = adjudication.disagreement_queue(engine, "s", "B", include_unanimous=True)
+    assert len(whole) >= 3
+    head = adjudication.disagreement_queue_head(engine, "s", "B", include_unanimous=True, limit=2)
+    assert head.total == len(whole) and list(head.entries) == whole[:2]
+    assert adjudication.disagreement_queue_head(engine, "s", "B", include_unanimous=True, limit=None).entries == tuple(
+        whole
+    )
+    assert adjudication.disagreement_queue_head(engine, "s", "B", limit=0).entries == ()
+    reviewing.set_task_lock(engine, whole[0].task_id, True, actor_id=lead)  # a lock shows in the head too
+    assert adjudication.disagreement_queue_head(engine, "s", "B", include_unanimous=True, limit=2).entries[0].locked
+    with pytest.raises(adjudication.InvalidInput):
+        adjudication.disagreement_queue_head(engine, "s", "B", limit=-1)

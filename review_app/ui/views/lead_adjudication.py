@@ -34,17 +34,18 @@ if right.button("Record unanimous decisions", help="Mark every task whose raters
     except ServiceError as exc:
         st.error(plain(exc))
 try:
-    entries = adjudication.disagreement_queue(db, study.name, rubric_key, open_only=open_only)
+    # a panel-scale queue has tens of thousands of tasks; the most urgent come first
+    head = adjudication.disagreement_queue_head(db, study.name, rubric_key, open_only=open_only, limit=QUEUE_SHOWN)
 except ServiceError as exc:
     st.error(plain(exc))
     st.stop()
-if not entries:
+if not head.entries:
     st.success("Nothing to adjudicate here.")
     st.stop()
-shown = entries[:QUEUE_SHOWN]  # a panel-scale queue has tens of thousands; the most urgent come first
-if len(entries) > len(shown):
+shown = list(head.entries)
+if head.total > len(shown):
     st.caption(
-        f"The {len(shown):,} most urgent of {len(entries):,} tasks in the queue; as you decide them, the next "
+        f"The {len(shown):,} most urgent of {head.total:,} tasks in the queue; as you decide them, the next "
         "ones move up."
     )
 queue = adjudication.queue_frame(shown)
