@@ -288,3 +288,19 @@ def test_a_frame_is_filed_under_the_version_it_shows(study, monkeypatch):
     frame = study_frame(engine, "main")  # the cache read the version, then a reviewer submitted
     assert len(frame) == 9 and data_version(engine, "main") != before
     assert CACHE.latest(engine, "main", ("frame", True, "exclude"))[0] == data_version(engine, "main")
+
+
+def test_a_snapshot_session_does_not_see_writes_committed_during_it(study):
+    """The frame and its version are read in one snapshot: a submit committed between the two reads is in neither."""
+    from review_app.db.engine import snapshot_session
+    from review_app.services.annotations import get_study_row, load_annotations
+    from review_app.services.study_cache import version_in
+
+    engine, _lead, slots = study
+    with snapshot_session(engine) as session:
+        study_row = get_study_row(session, "main")
+        version = version_in(session, study_row)
+        rate(engine, slots[4][1][0], SAFE)  # committed by another session meanwhile
+        rows = load_annotations(session, study_row)
+        assert version_in(session, study_row) == version
+    assert len(rows) == 8 and data_version(engine, "main") != version
