@@ -436,10 +436,12 @@ def study_frame(
     def compute(asked: tuple[int, ...]) -> _Frame:
         found = CACHE.latest(engine, study_name, key)
         built = read_frame(engine, study_name, found[1] if found else None, pseudonymise=pseudonymise, gold=gold)
-        if built.version != asked and not uncached_active():
-            # Written since the version was read: keep it as the base of the next patch, file it nowhere.
+        if built.version != asked or uncached_active():
+            # Written since the version was read: file it nowhere, but keep it (its version is exact) as
+            # the base of the next patch. Uncached (reviewers write faster than pages rerun): use it as is.
             CACHE.remember_latest(engine, study_name, key, built.version, built)
-            raise _Moved
+            if not uncached_active():
+                raise _Moved
         return built
 
     return CACHE.get(engine, study_name, key, compute, version=version, keep_latest=True).frame
