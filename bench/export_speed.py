@@ -8,8 +8,15 @@ worker) and peak RSS of the process tree (the command and its worker, sampled ev
 it compares the two exports: every file byte for byte (sha256), and ``manifest.json`` without its
 snapshot time. The machine is shared: compare the ratios of one run, not figures across runs.
 
+``--stages`` instead measures where this tree's export spends its CPU, one stage after the other in
+this process (CPU seconds, which a busy machine distorts less than wall time): the annotations frame
+read, agreement, the Rubric A summary (its bootstrap's multinomial draws and its matrix products
+apart), Rubric B, the harm model, and the labels streaming (database read, table building, and each
+format's writing).
+
     .venv/bin/python bench/export_speed.py --db sqlite:////work/benchdb/full_export.db [--study bench]
         [--baseline 7622e9a] [--repeat 1]
+    .venv/bin/python bench/export_speed.py --db sqlite:////work/benchdb/full_export.db --stages
 
 The database must hold the study (``bench/lead_pages_speed.py --build`` makes one). The export's
 audit record is written to it (one row per run). The last line is one JSON object with the figures.
@@ -103,6 +110,64 @@ def compare(baseline: Path, current: Path) -> list[str]:
     return problems
 
 
+def stages(url: str, study_name: str) -> dict[str, float]:
+    """CPU seconds of each stage of this tree's export, run one after the other in this process."""
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    from review_app.analysis.layout import select_rubric
+    from review_app.analysis.rubric_a import COMPOSITE, summarise_rubric_a, task_means
+    from review_app.analysis.rubric_b import summarise_rubric_b
+    from review_app.db.engine import make_engine
+    from review_app.rubrics import RUBRIC_A, get_rubric
+    from review_app.services import export
+    from review_app.services.adjudication import latest_adjudications
+    from review_app.services.annotations import adjudicator_labels, get_study_row, load_annotations
+    from review_app.services.export_tables import LabelsBuilder, labels_width
+    from review_app.services.study_analysis import AnalysisOptions, agreement_reports, first_model, harm_model
+
+    cpu: dict[str, float] = {}
+
+    def timed(name: str, call):
+        start = time.process_time()
+        value = call()
+        cpu[name] = cpu.get(name, 0.0) + time.process_time() - start
+        return value
+
+    engine = make_engine(url)
+    with export.snapshot_session(engine) as session, tempfile.TemporaryDirectory() as tmp:
+        study = get_study_row(session, study_name)
+        frame = timed("frame read", lambda: load_annotations(session, study, pseudonymise=True))
+        options, model = AnalysisOptions.from_settings(study.settings), first_model(session, study.id)
+        timed("agreement", lambda: agreement_reports(frame, study.rubric_keys))
+        timed("rubric A summary (bootstrap 2,000)", lambda: summarise_rubric_a(frame, n_boot=2000, seed=0))
+        values = task_means(select_rubric(frame, "A"), RUBRIC_A)[[*RUBRIC_A.dimension_keys, COMPOSITE]]
+        values = values.to_numpy(dtype=float)
+        n, rng = len(values), np.random.default_rng(0)
+        chunk = max(1, min(2000, 4_000_000 // max(n, 1)))
+        for done in range(0, 2000, chunk):  # the bootstrap's two parts, as cluster_mean_ci runs them
+            size = min(chunk, 2000 - done)
+            draws = timed("  of which multinomial draws", lambda s=size: rng.multinomial(n, np.full(n, 1 / n), size=s))
+            timed("  of which matrix products", lambda d=draws: d.astype(float) @ np.nan_to_num(values))
+        timed("rubric B summary", lambda: summarise_rubric_b(frame, tie_rule=options.tie_rule))
+        timed("harm model", lambda: harm_model(frame, options.harm_spec(model)))
+        decisions = latest_adjudications(session, study.id)
+        adjudicators = adjudicator_labels(session, study.id, pseudonymise=True)
+        for key in study.rubric_keys:
+            rows = frame.loc[frame["rubric"] == key]
+            most = export._task_stats(session, study.id, get_rubric(key))[1]
+            builder = LabelsBuilder(key, rows, decisions, adjudicators, labels_width(rows, most))
+            outputs = [export.TableFile(Path(tmp), f"labels_{key}", fmt) for fmt in export.EXPORT_FORMATS]
+            chunks = export._task_chunks(session, study.id, get_rubric(key))
+            while (chunk_rows := timed("labels: database read", lambda c=chunks: next(c, None))) is not None:
+                table = timed("labels: table building", lambda c=chunk_rows, b=builder: b.table(c, n_rows=0))
+                for out in outputs:
+                    timed(f"labels: {out.fmt} writing", lambda o=out, t=table: o.write(t.frame))
+            for out in outputs:
+                timed(f"labels: {out.fmt} writing", out.close)
+    return {name: round(seconds, 2) for name, seconds in cpu.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", required=True, help="database URL holding the study")
@@ -111,7 +176,14 @@ def main() -> None:
         "--baseline", default="7622e9a", help="git ref of the baseline (default: before issue 17 export work)"
     )
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--stages", action="store_true", help="CPU seconds per stage of this tree's export")
     args = parser.parse_args()
+    if args.stages:
+        figures = stages(args.db, args.study)
+        for name, seconds in figures.items():
+            print(f"{name:40s} {seconds:7.2f} s CPU")
+        print(json.dumps(figures))
+        return
     with tempfile.TemporaryDirectory(prefix="export-speed-") as tmp:
         base_tree = Path(tmp) / "baseline"
         base_tree.mkdir()
