@@ -971,9 +971,10 @@ def _statistics(
 ) -> StudyAnalysis:
     """:func:`analyse` of the export's frame, in a compute worker process (``compute_workers``).
 
-    The Rubric A bootstrap's multinomial draws, the harm-model fit and agreement hold the GIL for
-    most of their ~20 s at full scale; in a thread of the exporting process they took that time
-    from the labels streaming. In a worker (a second core) they do not. The worker gets the
+    At full scale they are ~12 s of CPU (Rubric A bootstrap 8.3 s, of which numpy's multinomial draws
+    7.2 s; harm model 2.0 s; agreement 0.9 s), mostly holding the GIL (the multinomial draws do): in
+    a thread of the exporting process they took that time from the labels streaming (~18 s of CPU,
+    the export's longest part). In a worker (the second core) they do not. The worker gets the
     snapshot's frame itself (it must not read the database again: another moment), and sends the
     analysis back without the frame's rows, which this process has already.
     """
