@@ -41,7 +41,6 @@ from review_app.db.models import (
     Annotation,
     AnnotationScore,
     Assignment,
-    AssignmentTally,
     GoldTask,
     Item,
     ModelResponse,
@@ -124,18 +123,19 @@ def get_study_row(session: Session, study_name: str) -> Study:
 def rater_labels(session: Session, study_id: int, *, pseudonymise: bool = True) -> dict[int, str]:
     """Reviewer id -> pseudonym (or username) for everyone who ever had work in the study.
 
-    Each of the study's reviewers (``assignment_tally`` lists them) has their first assignment read
-    by one probe of ``ix_assignment_first`` (migration 0008), instead of grouping every assignment of
-    the study (0.7 s at 1,250,000 assignments, on every lead page's first load).
+    Each reviewer account's first assignment in the study is one probe of ``ix_assignment_first``
+    (migration 0008; none: the reviewer never had work here), instead of grouping every assignment
+    of the study (0.7 s at 1,250,000 assignments, on every lead page's first load). Accounts are
+    few (hundreds), and asking each of them, rather than the counters of ``assignment_tally``,
+    keeps the labels exact whatever wrote the assignments: a frame row whose reviewer had no label
+    would fail the page.
     """
     first = (
         select(func.min(Assignment.id))
         .where(Assignment.study_id == study_id, Assignment.reviewer_id == Reviewer.id)
         .scalar_subquery()
     )
-    in_study = select(AssignmentTally.reviewer_id).where(AssignmentTally.study_id == study_id)
-    rows = session.exec(select(Reviewer.id, first, Reviewer.username).where(Reviewer.id.in_(in_study))).all()
-    # a tally row outlives its reviewer's assignments (a count of 0): no first assignment, no label
+    rows = session.exec(select(Reviewer.id, first, Reviewer.username)).all()
     ordered = sorted((r for r in rows if r[1] is not None), key=lambda r: (r[1], r[0]))
     if not pseudonymise:
         return {r[0]: r[2] for r in ordered}

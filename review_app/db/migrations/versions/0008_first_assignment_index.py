@@ -2,9 +2,9 @@
 
 Pseudonyms (R01, R02, ...) follow the order in which reviewers first received work in a study, the
 lowest assignment id per reviewer. Grouping every assignment of the study to find it took 0.7 s at
-1,250,000 assignments, on every first load of a lead page. With (study, reviewer, id) indexed, the
-first assignment of each of the study's reviewers (``assignment_tally`` lists them) is the front of
-one index range: a probe per reviewer (about 1 ms for 200 reviewers).
+1,250,000 assignments, on every first load of a lead page. With (study, reviewer, id) indexed, a
+reviewer's first assignment in a study is the front of one index range: a probe per reviewer
+(about 1 ms for 200 reviewers).
 
 Revision ID: 0008
 Revises: 0007
