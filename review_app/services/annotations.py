@@ -377,11 +377,11 @@ def _frame(rows, scores, names: dict[int, str], rubrics: list[str]) -> pd.DataFr
     n = len(rows)
     # one 2-d object array, then a view per column (a tenth of the time zip(*rows) takes)
     table = np.array(rows, dtype=object).reshape(n, len(_ROW))
-    raw = {name: table[:, j] for j, name in enumerate(_ROW)}
     # rows in frame order: by task, then rater slot, then annotation id
-    keys = [raw[name].astype(np.int64) for name in ("id", "slot", "task")]
+    keys = [table[:, _ROW.index(name)].astype(np.int64) for name in ("id", "slot", "task")]
     order = np.lexsort(keys)
-    raw = {name: column[order] for name, column in raw.items()}
+    table = table[order]
+    raw = {name: table[:, j] for j, name in enumerate(_ROW)}
     ids = keys[0][order]
     data: dict[str, object] = {
         C.task: keys[2][order],
