@@ -45,11 +45,11 @@ from scipy import stats
 from scipy.special import expit
 
 from review_app.analysis.agreement import weight_matrix
-from review_app.analysis.harm_model import INTERCEPT, HarmModelResult
+from review_app.analysis.harm_model import INTERCEPT, HarmModelResult, stripped_text
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.layout import AnalysisInputError
 from review_app.analysis.proportions import wilson
-from review_app.analysis.rubric_b import HarmModelSpec, StudyHarmModel
+from review_app.analysis.rubric_b import CLARITY, HARM_MODEL_GROUP, HarmModelSpec, StudyHarmModel
 from review_app.rubrics import get_rubric
 
 PERIODS = ("first", "middle", "last")
@@ -138,8 +138,8 @@ def conditional_modes(data: pd.DataFrame, result: HarmModelResult) -> pd.DataFra
     if "in_model" in data:  # rows the fit left out (e.g. items without a clarity score)
         data = data.loc[data["in_model"].astype(bool)]
     used = data[[result.outcome, *result.fixed, result.group]]
-    blank = used.apply(lambda column: column.astype(str).str.strip().eq(""))
-    frame = used.loc[~(used.isna() | blank).any(axis=1)]
+    blank = np.column_stack([stripped_text(used[c]) == "" for c in used.columns]) if len(used) else False
+    frame = used.loc[~(used.isna().to_numpy() | blank).any(axis=1)]
     # Under maximum likelihood a separated level has no finite estimate and its rows left the fit (they
     # carry no information about a reviewer: mu is 0 or 1 in the limit), so they leave here too. A term
     # that is only "not identifiable" once those rows are gone was aliased: its rows stayed in the fit
@@ -152,14 +152,17 @@ def conditional_modes(data: pd.DataFrame, result: HarmModelResult) -> pd.DataFra
             "reference level (Analysis page) or the penalised fit"
         )
     xb = np.full(len(frame), intercept.estimate)
+    stripped: dict[str, np.ndarray] = {}
     for term in result.terms:
         if term.column is None:
             continue
-        at_level = frame[term.column].astype(str).str.strip() == term.level
+        if term.column not in stripped:
+            stripped[term.column] = stripped_text(frame[term.column])
+        at_level = stripped[term.column] == term.level
         if math.isfinite(term.estimate):
-            xb = xb + term.estimate * at_level.to_numpy()
+            xb = xb + term.estimate * at_level
         elif not (term.separation or "").startswith("not identifiable"):
-            xb = np.where(at_level.to_numpy(), np.nan, xb)
+            xb = np.where(at_level, np.nan, xb)
     keep = ~np.isnan(xb)
     frame, xb = frame.loc[keep], xb[keep]
     y = pd.to_numeric(frame[result.outcome]).to_numpy(dtype=float)
@@ -393,14 +396,42 @@ def gold_accuracy(gold_annotations: pd.DataFrame, expected: Mapping[int, Mapping
 # --- the report -----------------------------------------------------------------------------------
 
 
+def _period_data(
+    annotations: pd.DataFrame, periods: pd.Series, spec: HarmModelSpec, data: pd.DataFrame | None
+) -> pd.DataFrame:
+    """The harm model's input with one group per reviewer and third (``rater|period``).
+
+    ``data``, the model's input on ``annotations`` (the study fit's), is the same table but for its
+    rater column: renaming that column (by annotation id) gives the per-third table without building
+    it again from the annotations (a second of a panel-scale report). Built from the annotations when
+    ``data`` is None or cannot be matched row for row (no unique annotation ids, a blank rater, or no
+    clarity column, which the study fit adds).
+    """
+    labels = annotations[C.rater].astype(str) + "|" + periods.astype(str)
+    ids = annotations.get("annotation_id")
+    usable = (
+        data is not None
+        and ids is not None
+        and "annotation_id" in data
+        and CLARITY in annotations
+        and ids.is_unique
+        and not (annotations[C.rater].isna() | (stripped_text(annotations[C.rater]) == "")).any()
+    )
+    if usable:
+        by_id = pd.Series(labels.to_numpy(), index=ids.to_numpy())
+        renamed = data["annotation_id"].map(by_id)
+        if not renamed.isna().any():
+            return data.assign(**{HARM_MODEL_GROUP: renamed.to_numpy(dtype=object)})
+    return spec.data(annotations.assign(**{C.rater: labels}))
+
+
 def _period_severity(
-    annotations: pd.DataFrame, periods: pd.Series, spec: HarmModelSpec
+    annotations: pd.DataFrame, periods: pd.Series, spec: HarmModelSpec, data: pd.DataFrame | None = None
 ) -> tuple[pd.DataFrame | None, str | None]:
     """Severity of each reviewer in their first and last third: the study's harm model (same spec)
-    refitted with one intercept per reviewer and third."""
-    labelled = annotations.assign(**{C.rater: annotations[C.rater].astype(str) + "|" + periods.astype(str)})
+    refitted with one intercept per reviewer and third. ``data``: the study fit's input table."""
     try:
-        severity = reviewer_severity(spec.data(labelled), spec)
+        severity = reviewer_severity(_period_data(annotations, periods, spec, data), spec)
     except (AnalysisInputError, np.linalg.LinAlgError) as error:
         return None, f"severity by period not computed: {error}"
     modes = severity.modes
@@ -482,7 +513,7 @@ def reviewer_quality(
 
     periods = work_periods(annotations) if not annotations.empty else pd.Series(dtype=object)
     if fitted is not None:
-        by_period, note = _period_severity(annotations, periods, harm.spec)
+        by_period, note = _period_severity(annotations, periods, harm.spec, harm.data)
         if by_period is not None:
             table = table.join(by_period)
         if note:
