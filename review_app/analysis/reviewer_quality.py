@@ -59,6 +59,7 @@ MIN_DRIFT_TASKS = 15  # below this many shared tasks the CUSUM test is not run
 # rate at its nominal level for the series lengths of a review study (checked in the tests).
 DISCRETE_CORRECTION = 0.5826
 Z95 = stats.norm.ppf(0.975)
+ALERTS_ONLY_NOTE = "severity not computed (alerts only)"  # the note of a report made with severity=False
 
 
 @dataclass(frozen=True)
@@ -486,7 +487,7 @@ def reviewer_quality(
     has_b = (annotations[C.rubric].astype(str) == "B").any() if not annotations.empty else False
     fitted = None
     if not severity:
-        notes.append("severity not computed (alerts only)")
+        notes.append(ALERTS_ONLY_NOTE)
     elif has_b:
         if not isinstance(harm, StudyHarmModel):
             harm = _fit_for_severity(annotations, harm or HarmModelSpec())

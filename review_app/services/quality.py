@@ -580,18 +580,22 @@ def quality_report_now(engine: Engine, actor: Actor, study_name: str, *, wait_se
     scale (two fits on 100,000 Rubric B annotations), against about a second for everything else.
     The page shows the rest at once (the alerts-only report, shared with the Progress page) and
     severity when its computation, started here in the background (once; in the compute worker when
-    there is one), is done. ``wait_seconds``: how long to wait for the full report after the
-    alerts-only one, so that a small study shows everything at once.
+    there is one), is done. ``wait_seconds``: how long to wait for the full report after starting it,
+    so that a small study shows everything at once; only when this call started it and the report
+    without severity took less than that (a large study's severity takes far longer: no waiting).
     """
     inputs = _quality_inputs(engine, actor, study_name)
     full_key = _cache_key(inputs, severity=True)
     full = CACHE.peek(engine, study_name, full_key)
     if full is not None:
         return ReportNow(full, complete=True)
+    start = time.monotonic()
     partial = _cached_quality(engine, study_name, inputs, severity=False)
-    CACHE.in_background(
+    started = CACHE.in_background(
         engine, study_name, "quality_report", lambda: _cached_quality(engine, study_name, inputs, severity=True)
     )
+    if not started or time.monotonic() - start > wait_seconds:
+        return ReportNow(partial, complete=False)  # a large study (or a rerun meanwhile): no waiting
     deadline = time.monotonic() + wait_seconds
     while time.monotonic() < deadline:
         time.sleep(min(WAIT_POLL_SECONDS, max(deadline - time.monotonic(), 0)))

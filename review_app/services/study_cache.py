@@ -315,13 +315,14 @@ class StudyCache:
                 oldest = next(iter(self._entries))
             del self._entries[oldest]
 
-    def in_background(self, engine: Engine, study_name: str, tag: Hashable, fill: Callable[[], Any]) -> None:
+    def in_background(self, engine: Engine, study_name: str, tag: Hashable, fill: Callable[[], Any]) -> bool:
         """Run ``fill()`` (which fills this cache) in a background thread, unless it already runs.
 
         For values a page can show later than the rest (the Progress page's quality alerts): the
         page peeks, starts the fill if nothing is there, and shows the value on a later rerun. One
         fill per study and ``tag`` at a time. An error the fill raised is raised by the next call
-        for the same study and tag (once), so the page shows it instead of waiting forever.
+        for the same study and tag (once), so the page shows it instead of waiting forever. Returns
+        whether this call started the fill (False: one was running already).
         """
         name = (self.study_key(engine, study_name), tag)
         with self._lock:
@@ -329,7 +330,7 @@ class StudyCache:
             if failed is not None:
                 raise failed
             if name in self._background:
-                return
+                return False
             self._background.add(name)
 
         def run() -> None:
@@ -343,6 +344,7 @@ class StudyCache:
                     self._background.discard(name)
 
         threading.Thread(target=run, name=f"medrev-fill-{study_name}", daemon=True).start()
+        return True
 
     def clear(self) -> None:
         """Forget everything (tests; an admin after a restore)."""

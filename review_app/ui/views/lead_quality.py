@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from review_app.analysis.reviewer_quality import QualityThresholds
+from review_app.analysis.reviewer_quality import ALERTS_ONLY_NOTE, QualityThresholds
 from review_app.rubrics import get_rubric
 from review_app.services import quality, studies
 from review_app.services.errors import ServiceError
@@ -35,7 +35,8 @@ result = report.quality
 for alert in result.alerts:
     st.warning(alert.message, icon=":material/warning:")
 for note in result.notes:
-    st.info(note)
+    if now.complete or note != ALERTS_ONLY_NOTE:  # while severity is computed, the caption above says so
+        st.info(note)
 
 real_names = st.toggle("Show usernames (off: study pseudonyms R01, R02, ...)", value=True)
 table = report.table(real_names=real_names)
