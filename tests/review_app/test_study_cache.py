@@ -344,3 +344,18 @@ def test_long_lists_are_measured_on_a_sample():
     one = nbytes(rows[0])
     assert nbytes(rows) == 64 + one * len(rows)  # equal elements: the sample's mean is exact
     assert nbytes(rows[:SAMPLED_ABOVE]) == 64 + one * SAMPLED_ABOVE
+
+
+def test_a_patch_whose_rated_task_has_no_row_in_the_frame(study):
+    """A submit on a gold task: the ordinary frame's patch reads that task again and finds no row for it."""
+    from review_app.services.annotations import annotations_frame
+
+    engine, lead, slots = study
+    gold_task, gold_slots = slots[6]
+    quality.mark_gold(engine, lead, "main", gold_task, expected_scores=WORST)
+    before = study_frame(engine, "main")
+    rate(engine, gold_slots[0], SAFE)
+    after = study_frame(engine, "main")
+    pd.testing.assert_frame_equal(after, annotations_frame(engine, "main"), check_exact=True)
+    pd.testing.assert_frame_equal(after, before, check_exact=True)
+    assert CACHE.latest(engine, "main", ("frame", True, "exclude"))[0] == data_version(engine, "main")
