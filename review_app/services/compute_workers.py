@@ -132,6 +132,30 @@ def run(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def prestart(engine: Engine) -> None:
+    """Start the worker processes now, without waiting, so a lead's first statistic does not pay for it.
+
+    A worker's start (a new interpreter importing pandas, SciPy, statsmodels and the services) took
+    0.8-2 s, added to the first lead page that needed it. The app calls this on a lead's or an
+    admin's page runs; once the pool is up it costs a lock and a check. Nothing happens when
+    statistics run in the app (:func:`in_process`).
+    """
+    if in_process(engine):
+        return
+    with _lock:
+        started = _executor is not None
+    if not started:
+        for _ in range(workers()):
+            _pool().submit(_import_jobs)
+
+
+def _import_jobs() -> None:
+    """Import the modules whose jobs the workers run (a worker's first job then finds them loaded)."""
+    import review_app.services.adjudication
+    import review_app.services.quality
+    import review_app.services.study_analysis  # noqa: F401
+
+
 def _wait(future: Future, progress: Callable[[float], None] | None, slot: int | None) -> Any:
     """The future's result; while it runs, the job's progress goes to ``progress`` (GIL released)."""
     if progress is None or slot is None:

@@ -42,7 +42,7 @@ from review_app.services.annotations import get_study_row, load_annotations, rat
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
 from review_app.services.export_tables import escape_csv_cell
 from review_app.services.study_analysis import harm_model, harm_spec
-from review_app.services.study_cache import CACHE, relabelled, study_frame, study_rater_labels
+from review_app.services.study_cache import CACHE, relabelled, study_frame, study_rater_labels, warm_frame
 
 FINAL_STATUSES = ("unanimous", "adjudicated")
 WAIT_POLL_SECONDS = 0.05  # how often quality_report_now looks for the full report while it waits
@@ -558,6 +558,8 @@ def quality_alerts_if_ready(engine: Engine, actor: Actor, study_name: str) -> Al
         return AlertsNow(found, current=True)
 
     def fill() -> None:  # remembered even when reviewers have written meanwhile (then it is not cached)
+        # the frame first, as a job of its own: a page opened meanwhile runs next, on that frame
+        compute_workers.run(engine, warm_frame, study_name)
         _last_alerts[name] = _cached_quality(engine, study_name, inputs, severity=False).quality.alerts
 
     CACHE.in_background(engine, study_name, "quality_alerts", fill)

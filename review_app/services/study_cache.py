@@ -460,6 +460,16 @@ def study_frame(
     return CACHE.get(engine, study_name, key, compute, version=version, keep_latest=True).frame
 
 
+def warm_frame(engine: Engine, study_name: str) -> None:
+    """Read the study's shared frame into the cache (a compute-worker job; the frame stays there).
+
+    A background fill that needs the frame and more (the Progress page's quality alerts) runs this
+    first as a job of its own: a lead page opened meanwhile (Agreement) queues behind the frame it
+    needs too, not behind the rest of the fill.
+    """
+    study_frame(engine, study_name)
+
+
 @dataclass(frozen=True, eq=False)
 class _Frame:
     """A frame, the data version it shows and the rater labels it was built with (a patch keeps them)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from review_app.services import accounts
+from review_app.services import accounts, compute_workers
 from review_app.ui.components.database import database_faults_shown, require_database
 from review_app.ui.components.text import plain
 from review_app.ui.session import current_user, engine, oidc_configured, refresh_user, sign_in_as, sign_out
@@ -76,6 +76,8 @@ for script, title, icon, section, roles in PAGES:
         )
 # Every page listed (no "View more"): a lead's pages must all be one click away.
 page = st.navigation(sections, expanded=True)
+if user.role in ("lead", "admin"):
+    compute_workers.prestart(engine())  # lead statistics run there; start it before the first is asked
 with st.sidebar:
     st.markdown(f"**{plain(user.display_name)}**  \n{user.role}")
     st.button("Sign out", on_click=sign_out, icon=":material/logout:")
