@@ -177,7 +177,7 @@ def test_prestart_starts_the_workers_before_any_statistic_and_only_for_a_worker_
     compute_workers.prestart(memory)  # statistics of an in-memory database run here: nothing to start
     assert compute_workers.worker_pids() == []
     engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
-    compute_workers.prestart(engine)
+    compute_workers.prestart(engine, ("review_app.services.study_analysis",))
     deadline = time.monotonic() + 30
     while not compute_workers.worker_pids() and time.monotonic() < deadline:
         time.sleep(0.05)
