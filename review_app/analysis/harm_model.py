@@ -712,6 +712,39 @@ def _default_reference(values: pd.Series) -> str:
     return sorted(str(level) for level, count in counts.items() if count == top)[0]
 
 
+def stripped_text(column: pd.Series) -> np.ndarray:
+    """``column.astype(str).str.strip()`` as an object array, each distinct value converted once.
+
+    The harm model's factor and group columns hold a handful of distinct texts over 100,000s of
+    rows; converting and stripping every cell was seconds of each fit's preparation. Columns that
+    hold anything but text (where ``astype(str)`` is per value) are converted cell by cell as before.
+    """
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    if not all(type(u) is str for u in uniques):
+        return column.astype(str).str.strip().to_numpy(dtype=object)
+    texts = np.asarray([u.strip() for u in uniques] or [""], dtype=object)
+    return texts[codes] if len(codes) else np.asarray([], dtype=object)
+
+
+def blank_text(frame: pd.DataFrame) -> np.ndarray:
+    """Cells that are text and empty once stripped (rows x columns of ``frame``), as a boolean array.
+
+    The same as ``frame.map(lambda v: isinstance(v, str) and not v.strip())``, deciding each distinct
+    value of a text column once; a numeric column holds no text, a mixed one is decided cell by cell.
+    """
+    out = np.zeros(frame.shape, dtype=bool)
+    for j in range(frame.shape[1]):
+        column = frame.iloc[:, j]
+        if pd.api.types.is_numeric_dtype(column.dtype) or len(column) == 0:
+            continue  # numbers and booleans: never text
+        codes, uniques = pd.factorize(column, use_na_sentinel=False)
+        if all(type(u) is str or pd.isna(u) for u in uniques):
+            out[:, j] = np.asarray([type(u) is str and not u.strip() for u in uniques], dtype=bool)[codes]
+        else:
+            out[:, j] = [isinstance(v, str) and not v.strip() for v in column]
+    return out
+
+
 def _build_design(
     data: pd.DataFrame,
     outcome: str,
@@ -739,7 +772,7 @@ def _build_design(
         )
     warnings: list[str] = []
     used = data[[outcome, *fixed, group]]
-    blank = used.map(lambda v: isinstance(v, str) and not v.strip())
+    blank = pd.DataFrame(blank_text(used), index=used.index, columns=used.columns)
     complete = ~(used.isna() | blank).any(axis=1)
     dropped = int((~complete).sum())
     if dropped:
@@ -759,7 +792,7 @@ def _build_design(
     sources: dict[str, str] = {}
     factors: dict[str, np.ndarray] = {}
     for column in fixed:
-        values = frame[column].astype(str).str.strip()
+        values = pd.Series(stripped_text(frame[column]), index=frame.index, dtype=object)
         present = sorted(values.unique())
         if column in reference:
             ref = str(reference[column]).strip()

@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from review_app.analysis.agreement import AgreementReport, agreement_report
-from review_app.analysis.harm_model import GIVEN, HarmModelResult, Penalty, fit_random_intercept_logit
+from review_app.analysis.harm_model import GIVEN, HarmModelResult, Penalty, blank_text, fit_random_intercept_logit
 from review_app.analysis.layout import (
     DEFAULT_COLUMNS,
     AnalysisInputError,
@@ -577,7 +577,7 @@ def harm_model_data(
     out["stratum"] = stratum.to_numpy(dtype=object)
     out[HARM_MODEL_GROUP] = classified[columns.rater].to_numpy()
     used = out[[*HARM_MODEL_FIXED, HARM_MODEL_GROUP]]
-    out["in_model"] = ~(used.isna() | used.map(lambda v: isinstance(v, str) and not v.strip())).any(axis=1)
+    out["in_model"] = ~(used.isna().to_numpy() | blank_text(used)).any(axis=1)
     return out
 
 

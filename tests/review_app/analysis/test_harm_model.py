@@ -338,3 +338,26 @@ def test_bayes_alternative_is_labelled_and_runs() -> None:
     assert "not maximum likelihood" in fit.method and "not maximum likelihood" in fit.summary()
     assert list(fit.to_frame().index) == ["Intercept", "provenance[authority]", "provenance[patient]"]
     assert fit.group_sd > 0
+
+
+def test_blank_and_stripped_text_decide_each_distinct_value_as_the_cell_by_cell_forms_do() -> None:
+    """The fits' preparation decides each distinct value once; the result is the per-cell one exactly."""
+    import numpy as np
+    import pandas as pd
+
+    from review_app.analysis.harm_model import blank_text, stripped_text
+
+    frame = pd.DataFrame(
+        {
+            "text": ["x", " ", None, np.nan, "", " y "],
+            "numbers": [1, 2, 3, 4, 5, 6],
+            "mixed": ["", 1, True, " ", None, "z"],
+            "categories": pd.Categorical(["a", " ", "a", "", "b", "b"]),
+            "numpy_text": [np.str_(" "), "a", "b", "", "c", "d"],
+        }
+    )
+    expected = frame.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy()
+    assert (blank_text(frame) == expected).all()
+    for column in frame:
+        assert list(stripped_text(frame[column])) == list(frame[column].astype(str).str.strip())
+    assert blank_text(frame.iloc[0:0]).shape == (0, 5) and len(stripped_text(frame["text"].iloc[0:0])) == 0
