@@ -695,21 +695,39 @@ def _where(position: int, row_offset: RowOffset) -> str:
 def _outcome_values(series: pd.Series, name: str, positions: np.ndarray, row_offset: RowOffset) -> np.ndarray:
     if pd.api.types.is_bool_dtype(series.dtype):
         return series.to_numpy(dtype=float)
-    values = pd.to_numeric(series.map(_outcome_number), errors="coerce")
-    bad = values.isna() | ~values.isin([0, 1])
+    # Each distinct value is read once (an outcome column holds a few over 100,000s of rows); values that
+    # compare equal (1, 1.0, True) read as the same number, so this is the cell-by-cell reading.
+    codes, uniques = pd.factorize(series, use_na_sentinel=False)
+    numbers = pd.to_numeric(pd.Series([_outcome_number(u) for u in uniques], dtype=object), errors="coerce")
+    values = numbers.to_numpy(dtype=float)[codes]
+    bad = np.isnan(values) | ~np.isin(values, [0.0, 1.0])
     if bad.any():
-        first = int(np.flatnonzero(bad.to_numpy())[0])
+        first = int(np.flatnonzero(bad)[0])
         raise AnalysisInputError(
             f"outcome column {name!r} must hold 0/1 (or true/false): {_where(int(positions[first]), row_offset)} "
             f"holds {series.iloc[first]!r} ({int(bad.sum())} such value(s) in all)"
         )
-    return values.to_numpy(dtype=float)
+    return values
 
 
-def _default_reference(values: pd.Series) -> str:
-    counts = values.value_counts()
+def _default_reference(levels: np.ndarray, counts: np.ndarray) -> str:
+    """The most frequent level (``counts`` rows of each of ``levels``), ties broken alphabetically."""
     top = counts.max()
-    return sorted(str(level) for level, count in counts.items() if count == top)[0]
+    return sorted(str(level) for level, count in zip(levels, counts, strict=True) if count == top)[0]
+
+
+def _sorted_text_codes(column: pd.Series) -> tuple[np.ndarray, int]:
+    """``pd.factorize(column.astype(str), sort=True)``'s codes and number of levels.
+
+    A column of plain text (the reviewer names) is factorised as it is, converting nothing; other
+    columns are converted to text cell by cell first, as before.
+    """
+    if column.dtype == object:
+        codes, uniques = pd.factorize(column, sort=True)
+        if all(type(u) is str for u in uniques):
+            return codes.astype(np.int64), len(uniques)
+    codes, uniques = pd.factorize(column.astype(str), sort=True)
+    return codes.astype(np.int64), len(uniques)
 
 
 def stripped_text(column: pd.Series) -> np.ndarray:
@@ -792,8 +810,9 @@ def _build_design(
     sources: dict[str, str] = {}
     factors: dict[str, np.ndarray] = {}
     for column in fixed:
-        values = pd.Series(stripped_text(frame[column]), index=frame.index, dtype=object)
-        present = sorted(values.unique())
+        values = stripped_text(frame[column])
+        codes, uniques = pd.factorize(values)
+        present = sorted(uniques)
         if column in reference:
             ref = str(reference[column]).strip()
             if ref not in present:
@@ -802,10 +821,11 @@ def _build_design(
                 )
             sources[column] = GIVEN
         else:
-            ref = _default_reference(values)
+            ref = _default_reference(uniques, np.bincount(codes, minlength=len(uniques)))
             sources[column] = MOST_FREQUENT
         chosen[column] = ref
-        factors[column] = values.to_numpy(dtype=object)
+        factors[column] = values
+        code_of = {level: k for k, level in enumerate(uniques)}
         if isinstance(data[column].dtype, pd.CategoricalDtype):
             empty = [str(c) for c in data[column].cat.categories if str(c) not in present]
             if empty:
@@ -818,7 +838,7 @@ def _build_design(
             names.append(f"{column}[{level}]")
             columns.append(column)
             levels.append(level)
-            blocks.append((values == level).to_numpy().astype(float))
+            blocks.append((codes == code_of[level]).astype(float))
     X = np.column_stack(blocks)
     keep = _independent_columns(X)
     if len(keep) < X.shape[1]:
@@ -831,15 +851,15 @@ def _build_design(
         names = [names[j] for j in keep]
         columns = [columns[j] for j in keep]
         levels = [levels[j] for j in keep]
-    codes, uniques = pd.factorize(frame[group].astype(str), sort=True)
+    groups, n_groups = _sorted_text_codes(frame[group])
     return _Design(
         y=y,
         X=X,
         names=names,
         columns=columns,
         levels=levels,
-        groups=codes.astype(np.int64),
-        n_groups=len(uniques),
+        groups=groups,
+        n_groups=n_groups,
         reference=chosen,
         warnings=warnings,
         dropped_rows=dropped,
@@ -848,12 +868,31 @@ def _build_design(
     )
 
 
+def _row_patterns(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Code of each row's distinct values (its covariate pattern), and the first row of each pattern."""
+    pattern = np.zeros(X.shape[0], dtype=np.int64)
+    for j in range(X.shape[1]):
+        codes, uniques = pd.factorize(X[:, j])
+        pattern = pd.factorize(pattern * len(uniques) + codes)[0].astype(np.int64)
+    first = np.unique(pattern, return_index=True)[1]
+    return pattern, first
+
+
 def _independent_columns(X: np.ndarray) -> list[int]:
-    """Indices of a maximal set of linearly independent columns, keeping earlier columns first."""
+    """Indices of a maximal set of linearly independent columns, keeping earlier columns first.
+
+    The ranks are taken on X's distinct rows, each scaled by the square root of its count: that
+    matrix has X's Gram matrix, so X's singular values (the rank test's numbers, against the same
+    tolerance), with one row per covariate pattern instead of one per annotation.
+    """
+    pattern, first = _row_patterns(X)
+    distinct = X[first]
+    weighted = distinct * np.sqrt(np.bincount(pattern, minlength=len(first)))[:, None]
     keep: list[int] = []
     for j in range(X.shape[1]):
-        trial = X[:, [*keep, j]]
-        if np.linalg.matrix_rank(trial, tol=1e-8 * max(1.0, np.abs(trial).max())) == len(keep) + 1:
+        trial = [*keep, j]
+        tolerance = 1e-8 * max(1.0, np.abs(distinct[:, trial]).max())
+        if np.linalg.matrix_rank(weighted[:, trial], tol=tolerance) == len(keep) + 1:
             keep.append(j)
     return keep
 
@@ -870,10 +909,7 @@ def _cells(
     the fit works on those instead of on the rows (the numbers are the same sums, added in another
     order).
     """
-    pattern = np.zeros(len(y), dtype=np.int64)
-    for j in range(X.shape[1]):
-        codes, uniques = pd.factorize(X[:, j])
-        pattern = pd.factorize(pattern * len(uniques) + codes)[0].astype(np.int64)
+    pattern = _row_patterns(X)[0]
     _, first, inverse = np.unique(pattern * n_groups + groups, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     rows = np.bincount(inverse).astype(float)

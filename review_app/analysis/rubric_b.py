@@ -51,7 +51,14 @@ import numpy as np
 import pandas as pd
 
 from review_app.analysis.agreement import AgreementReport, agreement_report
-from review_app.analysis.harm_model import GIVEN, HarmModelResult, Penalty, blank_text, fit_random_intercept_logit
+from review_app.analysis.harm_model import (
+    GIVEN,
+    HarmModelResult,
+    Penalty,
+    blank_text,
+    fit_random_intercept_logit,
+    stripped_text,
+)
 from review_app.analysis.layout import (
     DEFAULT_COLUMNS,
     AnalysisInputError,
@@ -603,9 +610,9 @@ def harm_model_references(
     sources: dict[str, str] = {}
     notes: list[str] = []
     for column in fixed:
-        present = data[column].dropna().astype(str).str.strip()
+        present = stripped_text(data[column].dropna())
         present = present[present != ""]
-        levels = list(dict.fromkeys(present))
+        levels = list(pd.unique(present))  # in order of first appearance
         if not levels:
             continue
         if column in chosen:
@@ -624,7 +631,7 @@ def harm_model_references(
         if default is not None and default in levels:
             references[column], sources[column] = default, source
         else:
-            counts = present.value_counts()
+            counts = pd.Series(present).value_counts()
             top = sorted(str(k) for k, v in counts.items() if v == counts.max())[0]
             references[column], sources[column] = top, "most frequent level"
             if default is not None:
