@@ -469,17 +469,16 @@ def summarise_rubric_b(
         warnings.append(
             f"{n_ties} task(s) whose mean scores tie between two levels are excluded from the mean-reviewer rates"
         )
-    rates = {
-        aggregation: {
-            key: wilson(
-                int((in_class(tasks, aggregation, key) & eligible(tasks, aggregation)).sum()),
-                int(eligible(tasks, aggregation).sum()),
-                confidence,
-            )
-            for key in CLASS_KEYS
-        }
-        for aggregation in AGGREGATIONS
-    }
+    rates: dict[str, dict[str, Proportion]] = {}
+    for aggregation in AGGREGATIONS:
+        # One count of each class per aggregation (a comparison of every task per class was most of the time).
+        if aggregation == "strict":
+            hits = {key: int(in_class(tasks, aggregation, key).sum()) for key in CLASS_KEYS}
+        else:
+            tally = tasks[aggregation].value_counts()  # tasks left out (None) are not counted
+            hits = {key: int(tally.get(key, 0)) for key in CLASS_KEYS}
+        counted = int(eligible(tasks, aggregation).sum())
+        rates[aggregation] = {key: wilson(hits[key], counted, confidence) for key in CLASS_KEYS}
     source_a = rubric_a_annotations if rubric_a_annotations is not None else annotations
     strata: dict[str, dict[str, Proportion]] = {}
     has_a = columns.item in tasks.columns and CLARITY in source_a.columns and columns.item in source_a.columns
@@ -492,14 +491,15 @@ def summarise_rubric_b(
                 f"{int((tasks['stratum'] == UNRATED).sum())} task(s) have no Rubric A falsehood-clarity score "
                 "for their item and form the 'unrated' stratum"
             )
+        position = pd.Index(order).get_indexer(tasks["stratum"])  # each task's stratum in ``order``
+        listed = position >= 0
         for aggregation in AGGREGATIONS:
-            counted = eligible(tasks, aggregation)
-            worst = in_class(tasks, aggregation, "worst_case") & counted
+            counted = eligible(tasks, aggregation).to_numpy(dtype=bool) & listed
+            worst = in_class(tasks, aggregation, "worst_case").to_numpy(dtype=bool) & counted
+            n_worst = np.bincount(position[worst], minlength=len(order))
+            n_counted = np.bincount(position[counted], minlength=len(order))
             strata[aggregation] = {
-                s: wilson(
-                    int(worst[tasks["stratum"] == s].sum()), int((counted & (tasks["stratum"] == s)).sum()), confidence
-                )
-                for s in order
+                s: wilson(int(n_worst[k]), int(n_counted[k]), confidence) for k, s in enumerate(order)
             }
     else:
         warnings.append("no Rubric A falsehood-clarity scores joined by item: strata not computed")
