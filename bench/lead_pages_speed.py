@@ -74,8 +74,15 @@ CHUNK = 5_000
 
 
 def _insert(session, table, rows: list[dict]) -> None:
-    for start in range(0, len(rows), CHUNK):
-        session.execute(table.__table__.insert(), rows[start : start + CHUNK])
+    """Multi-row INSERT statements (as the services' ORM flushes write), not one statement per row.
+
+    PostgreSQL keeps the progress counters per statement (migration 0009); a row-per-statement bulk
+    load would update each counter row once per row. Rows per statement stay under PostgreSQL's
+    65,535 parameters.
+    """
+    size = max(1, min(CHUNK, 60_000 // max(1, len(rows[0]) if rows else 1)))
+    for start in range(0, len(rows), size):
+        session.execute(table.__table__.insert().values(rows[start : start + size]))
 
 
 def build(url: str, scale: float, seed: int = 1) -> dict[str, float]:
