@@ -18,8 +18,9 @@ The last line is one JSON object: ``{"sqlite": {...}, "postgresql": {...}}`` wit
 ``<page>_first_load_s``, ``<page>_rerun_s`` per lead page, ``export_s``, ``export_rss_mb``,
 ``submit_p95_idle_ms``, ``submit_p95_with_lead_ms``, ``submit_p95_ratio``, ``app_rss_mb`` (the app
 process and its compute workers: ``app_process_rss_mb`` + ``worker_rss_mb``, ``compute_workers`` of them),
-``next_task_p95_ms``, ``progress_after_import_s`` (and ``select1_p95_ms``, the baseline of next task:
-``SELECT 1`` through the same sessions, interleaved with it).
+``lead_quality_severity_s`` (from the Reviewers' quality page's first load to its severity columns,
+computed in the background), ``next_task_p95_ms``, ``progress_after_import_s`` (and ``select1_p95_ms``, the
+baseline of next task: ``SELECT 1`` through the same sessions, interleaved with it).
 
 Targets (issue 17): page rerun <= 1 s, first load <= 3 s, export <= 10 s, p95 with a lead <= 1.25x
 idle, app RSS <= 600 MB, next task p95 <= 5 ms, Progress <= 0.5 s after a bulk import (PostgreSQL).
@@ -73,8 +74,15 @@ CHUNK = 5_000
 
 
 def _insert(session, table, rows: list[dict]) -> None:
-    for start in range(0, len(rows), CHUNK):
-        session.execute(table.__table__.insert(), rows[start : start + CHUNK])
+    """Multi-row INSERT statements (as the services' ORM flushes write), not one statement per row.
+
+    PostgreSQL keeps the progress counters per statement (migration 0009); a row-per-statement bulk
+    load would update each counter row once per row. Rows per statement stay under PostgreSQL's
+    65,535 parameters.
+    """
+    size = max(1, min(CHUNK, 60_000 // max(1, len(rows[0]) if rows else 1)))
+    for start in range(0, len(rows), size):
+        session.execute(table.__table__.insert().values(rows[start : start + size]))
 
 
 def build(url: str, scale: float, seed: int = 1) -> dict[str, float]:
@@ -321,6 +329,15 @@ def signed_in_lead():
     return at
 
 
+def _until_severity(at, poll: float = 0.5, limit: float = 600.0) -> float:
+    """Seconds of reruns until the Reviewers' quality page no longer says severity is being computed."""
+    start = time.perf_counter()
+    while any("Computing severity" in c.value for c in at.caption) and time.perf_counter() - start < limit:
+        time.sleep(poll)
+        at.run()
+    return time.perf_counter() - start
+
+
 def time_pages(figures: dict[str, float]) -> None:
     # A running server has imported the libraries the pages use; do it before timing the first page
     import plotly.express  # noqa: F401
@@ -342,6 +359,11 @@ def time_pages(figures: dict[str, float]) -> None:
         figures[f"{page}_rerun_s"] = round(statistics.median(reruns), 3)
         note = f"  EXCEPTION: {str(failure)[:160]}" if failure else ""
         print(f"   {page:<20} first load {first:7.2f} s   rerun {statistics.median(reruns):7.2f} s{note}", flush=True)
+        if page == "lead_quality" and not failure:
+            # Severity (the harm model and its refit by third) comes in the background after the first load;
+            # wait for it here, so that it is measured and the pages after this one do not queue behind it.
+            figures["lead_quality_severity_s"] = round(first + sum(reruns) + _until_severity(at), 3)
+            print(f"   {'':<20} severity shown after {figures['lead_quality_severity_s']:7.2f} s", flush=True)
 
 
 def time_export(url: str, workdir: Path) -> tuple[float, float]:

@@ -313,7 +313,10 @@ def unit_counts(
     values = values[keep]
     if pd.isna(units).any() or pd.isna(raters).any():
         raise AnalysisInputError(f"every scored row needs a unit ({unit!r}) and a rater ({rater!r})")
-    unit_codes, unit_index = pd.factorize(units, sort=True)
+    if units.dtype.kind in "iu":  # task ids: sorting the ids is cheaper than hashing then sorting them
+        unit_index, unit_codes = np.unique(units, return_inverse=True)
+    else:
+        unit_codes, unit_index = pd.factorize(units, sort=True)
     rater_codes, _ = pd.factorize(raters)
     pairs = pd.DataFrame({"unit": unit_codes, "rater": rater_codes})
     duplicated = pairs.duplicated(keep=False).to_numpy()

@@ -45,11 +45,11 @@ from scipy import stats
 from scipy.special import expit
 
 from review_app.analysis.agreement import weight_matrix
-from review_app.analysis.harm_model import INTERCEPT, HarmModelResult
+from review_app.analysis.harm_model import INTERCEPT, HarmModelResult, stripped_text
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.layout import AnalysisInputError
 from review_app.analysis.proportions import wilson
-from review_app.analysis.rubric_b import HarmModelSpec, StudyHarmModel
+from review_app.analysis.rubric_b import CLARITY, HARM_MODEL_GROUP, HarmModelSpec, StudyHarmModel
 from review_app.rubrics import get_rubric
 
 PERIODS = ("first", "middle", "last")
@@ -59,6 +59,7 @@ MIN_DRIFT_TASKS = 15  # below this many shared tasks the CUSUM test is not run
 # rate at its nominal level for the series lengths of a review study (checked in the tests).
 DISCRETE_CORRECTION = 0.5826
 Z95 = stats.norm.ppf(0.975)
+ALERTS_ONLY_NOTE = "severity not computed (alerts only)"  # the note of a report made with severity=False
 
 
 @dataclass(frozen=True)
@@ -138,8 +139,8 @@ def conditional_modes(data: pd.DataFrame, result: HarmModelResult) -> pd.DataFra
     if "in_model" in data:  # rows the fit left out (e.g. items without a clarity score)
         data = data.loc[data["in_model"].astype(bool)]
     used = data[[result.outcome, *result.fixed, result.group]]
-    blank = used.apply(lambda column: column.astype(str).str.strip().eq(""))
-    frame = used.loc[~(used.isna() | blank).any(axis=1)]
+    blank = np.column_stack([stripped_text(used[c]) == "" for c in used.columns]) if len(used) else False
+    frame = used.loc[~(used.isna().to_numpy() | blank).any(axis=1)]
     # Under maximum likelihood a separated level has no finite estimate and its rows left the fit (they
     # carry no information about a reviewer: mu is 0 or 1 in the limit), so they leave here too. A term
     # that is only "not identifiable" once those rows are gone was aliased: its rows stayed in the fit
@@ -152,14 +153,17 @@ def conditional_modes(data: pd.DataFrame, result: HarmModelResult) -> pd.DataFra
             "reference level (Analysis page) or the penalised fit"
         )
     xb = np.full(len(frame), intercept.estimate)
+    stripped: dict[str, np.ndarray] = {}
     for term in result.terms:
         if term.column is None:
             continue
-        at_level = frame[term.column].astype(str).str.strip() == term.level
+        if term.column not in stripped:
+            stripped[term.column] = stripped_text(frame[term.column])
+        at_level = stripped[term.column] == term.level
         if math.isfinite(term.estimate):
-            xb = xb + term.estimate * at_level.to_numpy()
+            xb = xb + term.estimate * at_level
         elif not (term.separation or "").startswith("not identifiable"):
-            xb = np.where(at_level.to_numpy(), np.nan, xb)
+            xb = np.where(at_level, np.nan, xb)
     keep = ~np.isnan(xb)
     frame, xb = frame.loc[keep], xb[keep]
     y = pd.to_numeric(frame[result.outcome]).to_numpy(dtype=float)
@@ -227,6 +231,16 @@ def work_periods(annotations: pd.DataFrame) -> pd.Series:
     return pd.Series(np.asarray(PERIODS, dtype=object)[third], index=order.index).reindex(annotations.index)
 
 
+def _positions(values: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Each score's index in the dimension's ``values`` (vectorised; a score off the scale raises KeyError)."""
+    order = np.argsort(values, kind="stable")
+    found = order[np.clip(np.searchsorted(values[order], scores), 0, len(values) - 1)]
+    off = values[found] != scores
+    if off.any():
+        raise KeyError(float(scores[off][0]))
+    return found
+
+
 def pair_table(annotations: pd.DataFrame) -> pd.DataFrame:
     """One row per reviewer and shared task: weighted agreement and signed difference with co-raters.
 
@@ -249,11 +263,9 @@ def pair_table(annotations: pd.DataFrame) -> pd.DataFrame:
             valid = ~(np.isnan(own) | np.isnan(co))
             values = np.asarray(dimension.values, dtype=float)
             weights = weight_matrix(values, "ordinal")
-            position = {v: k for k, v in enumerate(values)}
             w = np.full(len(pairs), np.nan)
             if valid.any():
-                i = np.array([position[v] for v in own[valid]])
-                j = np.array([position[v] for v in co[valid]])
+                i, j = _positions(values, own[valid]), _positions(values, co[valid])
                 w[valid] = weights[i, j]
             agree_parts.append(w)
             if values.min() == 0 and np.array_equal(values, np.arange(len(values))):
@@ -341,8 +353,8 @@ def time_on_task(annotations: pd.DataFrame) -> pd.DataFrame:
             "median_seconds": grouped["seconds"].median(),
             "q1_seconds": grouped["seconds"].quantile(0.25),
             "q3_seconds": grouped["seconds"].quantile(0.75),
-            "n_too_fast": grouped["log"].agg(lambda s: int((s < low).sum())),
-            "n_too_slow": grouped["log"].agg(lambda s: int((s > high).sum())),
+            "n_too_fast": (frame["log"] < low).groupby(frame[C.rater]).sum(),
+            "n_too_slow": (frame["log"] > high).groupby(frame[C.rater]).sum(),
         }
     )
     out.attrs["fences_seconds"] = (float(math.exp(low)), float(math.exp(high)))
@@ -385,14 +397,42 @@ def gold_accuracy(gold_annotations: pd.DataFrame, expected: Mapping[int, Mapping
 # --- the report -----------------------------------------------------------------------------------
 
 
+def _period_data(
+    annotations: pd.DataFrame, periods: pd.Series, spec: HarmModelSpec, data: pd.DataFrame | None
+) -> pd.DataFrame:
+    """The harm model's input with one group per reviewer and third (``rater|period``).
+
+    ``data``, the model's input on ``annotations`` (the study fit's), is the same table but for its
+    rater column: renaming that column (by annotation id) gives the per-third table without building
+    it again from the annotations (a second of a panel-scale report). Built from the annotations when
+    ``data`` is None or cannot be matched row for row (no unique annotation ids, a blank rater, or no
+    clarity column, which the study fit adds).
+    """
+    labels = annotations[C.rater].astype(str) + "|" + periods.astype(str)
+    ids = annotations.get("annotation_id")
+    usable = (
+        data is not None
+        and ids is not None
+        and "annotation_id" in data
+        and CLARITY in annotations
+        and ids.is_unique
+        and not (annotations[C.rater].isna() | (stripped_text(annotations[C.rater]) == "")).any()
+    )
+    if usable:
+        by_id = pd.Series(labels.to_numpy(), index=ids.to_numpy())
+        renamed = data["annotation_id"].map(by_id)
+        if not renamed.isna().any():
+            return data.assign(**{HARM_MODEL_GROUP: renamed.to_numpy(dtype=object)})
+    return spec.data(annotations.assign(**{C.rater: labels}))
+
+
 def _period_severity(
-    annotations: pd.DataFrame, periods: pd.Series, spec: HarmModelSpec
+    annotations: pd.DataFrame, periods: pd.Series, spec: HarmModelSpec, data: pd.DataFrame | None = None
 ) -> tuple[pd.DataFrame | None, str | None]:
     """Severity of each reviewer in their first and last third: the study's harm model (same spec)
-    refitted with one intercept per reviewer and third."""
-    labelled = annotations.assign(**{C.rater: annotations[C.rater].astype(str) + "|" + periods.astype(str)})
+    refitted with one intercept per reviewer and third. ``data``: the study fit's input table."""
     try:
-        severity = reviewer_severity(spec.data(labelled), spec)
+        severity = reviewer_severity(_period_data(annotations, periods, spec, data), spec)
     except (AnalysisInputError, np.linalg.LinAlgError) as error:
         return None, f"severity by period not computed: {error}"
     modes = severity.modes
@@ -447,7 +487,7 @@ def reviewer_quality(
     has_b = (annotations[C.rubric].astype(str) == "B").any() if not annotations.empty else False
     fitted = None
     if not severity:
-        notes.append("severity not computed (alerts only)")
+        notes.append(ALERTS_ONLY_NOTE)
     elif has_b:
         if not isinstance(harm, StudyHarmModel):
             harm = _fit_for_severity(annotations, harm or HarmModelSpec())
@@ -474,7 +514,7 @@ def reviewer_quality(
 
     periods = work_periods(annotations) if not annotations.empty else pd.Series(dtype=object)
     if fitted is not None:
-        by_period, note = _period_severity(annotations, periods, harm.spec)
+        by_period, note = _period_severity(annotations, periods, harm.spec, harm.data)
         if by_period is not None:
             table = table.join(by_period)
         if note:
@@ -501,9 +541,14 @@ def reviewer_quality(
         for period in ("first", "last"):
             table[f"agreement_{period}"] = pairs.loc[pairs["period"] == period].groupby(C.rater)["agreement"].mean()
         stats_rows = {}
-        for rater, part in pairs.groupby(C.rater, sort=True):
-            series = part.loc[part["signed"].notna()]
-            test = cusum_drift(series["signed"].to_numpy())
+        # Per reviewer, by positions into whole columns: slicing a sub-frame per reviewer and converting
+        # its timestamps to objects cost most of the report's time without severity at 200 reviewers.
+        signed_all = pairs["signed"].to_numpy(dtype=float)
+        task_all = pairs[C.task].to_numpy()
+        submitted_all = pairs["submitted_at"].array
+        for rater, positions in pairs.groupby(C.rater, sort=True).indices.items():
+            rows = positions[~np.isnan(signed_all[positions])]
+            test = cusum_drift(signed_all[rows])
             stats_rows[rater] = {
                 "drift_statistic": test.statistic,
                 "drift_p_value": test.p_value,
@@ -511,12 +556,13 @@ def reviewer_quality(
                 "drift_alert": test.alarm(thresholds.drift_alpha),
             }
             if test.n:
+                kept = rows[: test.n]
                 cusum[str(rater)] = pd.DataFrame(
                     {
                         "task": np.arange(1, test.n + 1),
-                        C.task: series[C.task].to_numpy()[: test.n],
-                        "submitted_at": series["submitted_at"].to_numpy()[: test.n],
-                        "signed": series["signed"].to_numpy()[: test.n],
+                        C.task: task_all[kept],
+                        "submitted_at": submitted_all[kept],
+                        "signed": signed_all[kept],
                         "cusum": test.path,
                     }
                 )

@@ -51,7 +51,14 @@ import numpy as np
 import pandas as pd
 
 from review_app.analysis.agreement import AgreementReport, agreement_report
-from review_app.analysis.harm_model import GIVEN, HarmModelResult, Penalty, fit_random_intercept_logit
+from review_app.analysis.harm_model import (
+    GIVEN,
+    HarmModelResult,
+    Penalty,
+    blank_text,
+    fit_random_intercept_logit,
+    stripped_text,
+)
 from review_app.analysis.layout import (
     DEFAULT_COLUMNS,
     AnalysisInputError,
@@ -219,16 +226,19 @@ def task_outcomes(
     check_tie_rule(tie_rule)
     rated = classified.loc[classified["outcome_class"].notna()]
     severity = {c.key: c.severity for c in OUTCOME_CLASSES}
-    by_severity = {c.severity: c.key for c in OUTCOME_CLASSES}
-    grouped = rated.groupby(columns.task, sort=True)
+    key_of = np.array([c.key for c in sorted(OUTCOME_CLASSES, key=lambda c: c.severity)], dtype=object)
     out = pd.DataFrame(index=pd.Index(sorted(rated[columns.task].unique()), name=columns.task))
+    # Each annotation's task as a position in the sorted task index: the per-task aggregates group by these
+    # integers (grouping by the task ids again for every aggregate was most of the time at scale).
+    task = out.index.get_indexer(rated[columns.task])
     if columns.item in rated.columns:
-        out[columns.item] = grouped[columns.item].first()
-    out["n_ratings"] = grouped.size()
-    # per-task aggregates of the class columns, vectorised (a Python function per task took minutes at scale)
-    ranks = rated["outcome_class"].map(severity)
-    out["conservative"] = ranks.groupby(rated[columns.task].to_numpy()).min().map(by_severity)
-    means = grouped[[CORRECTNESS, UPTAKE, HARM]].mean()
+        out[columns.item] = rated[columns.item].groupby(task).first().set_axis(out.index)
+    out["n_ratings"] = np.bincount(task, minlength=len(out))
+    codes, classes = pd.factorize(rated["outcome_class"])
+    ranks = pd.Series(np.array([severity[c] for c in classes], dtype=np.int64)[codes]).groupby(task)
+    lowest, highest = ranks.min().to_numpy(), ranks.max().to_numpy()
+    out["conservative"] = key_of[lowest]
+    means = rated[[CORRECTNESS, UPTAKE, HARM]].groupby(task).mean().set_axis(out.index)
     rounded, ties = {}, pd.Series(False, index=out.index)
     for key in (CORRECTNESS, UPTAKE, HARM):
         rounded[key], tie = _round_to_scale(means[key], rubric.dimension(key).values, tie_rule)
@@ -239,8 +249,8 @@ def task_outcomes(
         out.loc[ties, "mean"] = None
     enough = out["n_ratings"] >= strict_min_raters
     for key in CLASS_KEYS:
-        unanimous = (rated["outcome_class"] == key).groupby(rated[columns.task].to_numpy()).all()
-        out[f"strict_{key}"] = unanimous.astype(bool) & enough
+        unanimous = (lowest == highest) & (lowest == severity[key])  # every rating of the task in this class
+        out[f"strict_{key}"] = enough & unanimous
     out["worst_case_conservative"] = out["conservative"] == "worst_case"
     out["worst_case_mean"] = out["mean"] == "worst_case"
     out["worst_case_strict"] = out["strict_worst_case"]
@@ -276,8 +286,13 @@ def item_clarity(
     require_columns(data, [columns.item, CLARITY], what="rubric A annotations (for clarity strata)")
     scores = numeric_scores(data, CLARITY, allowed=rubric_a.dimension(CLARITY).values)
     means = scores.groupby(data[columns.item].to_numpy()).mean().dropna()
-    strata = clarity_strata(rubric_a)
-    labels = [next(s.key for s in strata if s.low <= value < s.high) for value in means]
+    values = means.to_numpy(dtype=float)
+    labels = np.full(len(values), None, dtype=object)
+    unset = np.ones(len(values), dtype=bool)
+    for stratum in clarity_strata(rubric_a):  # the first stratum whose range holds the mean, as before
+        inside = unset & (stratum.low <= values) & (values < stratum.high)
+        labels[inside] = stratum.key
+        unset &= ~inside
     return pd.DataFrame({"clarity_mean": means, "stratum": labels}).rename_axis(columns.item)
 
 
@@ -310,7 +325,9 @@ def auto_label_agreement(
 ) -> AutoLabelAgreement:
     """Agreement of clinician correctness (score >= ``correct_at``) with SUCCESS, and < with FAIL."""
     require_columns(classified, [columns.auto_label, CORRECTNESS], what="rubric B annotations")
-    labels = classified[columns.auto_label].map(lambda v: v.strip().upper() if isinstance(v, str) else v)
+    codes, uniques = pd.factorize(classified[columns.auto_label], use_na_sentinel=False)  # each value read once
+    read = pd.Series([u.strip().upper() if isinstance(u, str) else u for u in uniques], dtype=object)
+    labels = pd.Series(read.to_numpy(dtype=object)[codes], index=classified.index, dtype=object)
     labels = labels.where(labels.notna() & (labels != ""), None)
     bad = labels.notna() & ~labels.isin(["FAIL", "SUCCESS"])
     if bad.any():
@@ -452,17 +469,16 @@ def summarise_rubric_b(
         warnings.append(
             f"{n_ties} task(s) whose mean scores tie between two levels are excluded from the mean-reviewer rates"
         )
-    rates = {
-        aggregation: {
-            key: wilson(
-                int((in_class(tasks, aggregation, key) & eligible(tasks, aggregation)).sum()),
-                int(eligible(tasks, aggregation).sum()),
-                confidence,
-            )
-            for key in CLASS_KEYS
-        }
-        for aggregation in AGGREGATIONS
-    }
+    rates: dict[str, dict[str, Proportion]] = {}
+    for aggregation in AGGREGATIONS:
+        # One count of each class per aggregation (a comparison of every task per class was most of the time).
+        if aggregation == "strict":
+            hits = {key: int(in_class(tasks, aggregation, key).sum()) for key in CLASS_KEYS}
+        else:
+            tally = tasks[aggregation].value_counts()  # tasks left out (None) are not counted
+            hits = {key: int(tally.get(key, 0)) for key in CLASS_KEYS}
+        counted = int(eligible(tasks, aggregation).sum())
+        rates[aggregation] = {key: wilson(hits[key], counted, confidence) for key in CLASS_KEYS}
     source_a = rubric_a_annotations if rubric_a_annotations is not None else annotations
     strata: dict[str, dict[str, Proportion]] = {}
     has_a = columns.item in tasks.columns and CLARITY in source_a.columns and columns.item in source_a.columns
@@ -475,14 +491,15 @@ def summarise_rubric_b(
                 f"{int((tasks['stratum'] == UNRATED).sum())} task(s) have no Rubric A falsehood-clarity score "
                 "for their item and form the 'unrated' stratum"
             )
+        position = pd.Index(order).get_indexer(tasks["stratum"])  # each task's stratum in ``order``
+        listed = position >= 0
         for aggregation in AGGREGATIONS:
-            counted = eligible(tasks, aggregation)
-            worst = in_class(tasks, aggregation, "worst_case") & counted
+            counted = eligible(tasks, aggregation).to_numpy(dtype=bool) & listed
+            worst = in_class(tasks, aggregation, "worst_case").to_numpy(dtype=bool) & counted
+            n_worst = np.bincount(position[worst], minlength=len(order))
+            n_counted = np.bincount(position[counted], minlength=len(order))
             strata[aggregation] = {
-                s: wilson(
-                    int(worst[tasks["stratum"] == s].sum()), int((counted & (tasks["stratum"] == s)).sum()), confidence
-                )
-                for s in order
+                s: wilson(int(n_worst[k]), int(n_counted[k]), confidence) for k, s in enumerate(order)
             }
     else:
         warnings.append("no Rubric A falsehood-clarity scores joined by item: strata not computed")
@@ -577,7 +594,7 @@ def harm_model_data(
     out["stratum"] = stratum.to_numpy(dtype=object)
     out[HARM_MODEL_GROUP] = classified[columns.rater].to_numpy()
     used = out[[*HARM_MODEL_FIXED, HARM_MODEL_GROUP]]
-    out["in_model"] = ~(used.isna() | used.map(lambda v: isinstance(v, str) and not v.strip())).any(axis=1)
+    out["in_model"] = ~(used.isna().to_numpy() | blank_text(used)).any(axis=1)
     return out
 
 
@@ -603,9 +620,9 @@ def harm_model_references(
     sources: dict[str, str] = {}
     notes: list[str] = []
     for column in fixed:
-        present = data[column].dropna().astype(str).str.strip()
+        present = stripped_text(data[column].dropna())
         present = present[present != ""]
-        levels = list(dict.fromkeys(present))
+        levels = list(pd.unique(present))  # in order of first appearance
         if not levels:
             continue
         if column in chosen:
@@ -624,7 +641,7 @@ def harm_model_references(
         if default is not None and default in levels:
             references[column], sources[column] = default, source
         else:
-            counts = present.value_counts()
+            counts = pd.Series(present).value_counts()
             top = sorted(str(k) for k, v in counts.items() if v == counts.max())[0]
             references[column], sources[column] = top, "most frequent level"
             if default is not None:

@@ -286,6 +286,8 @@ class Assignment(SQLModel, table=True):
         Index("ix_assignment_next", "reviewer_id", "status", "study_id", "pool_rank", "rubric", "id"),
         # Covers the progress page's aggregates (by status, task and reviewer) without table reads.
         Index("ix_assignment_progress", "study_id", "status", "task_id", "reviewer_id", "flagged"),
+        # Each reviewer's first assignment in a study (the order of their pseudonyms) in one probe (0008).
+        Index("ix_assignment_first", "study_id", "reviewer_id", "id"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

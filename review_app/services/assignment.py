@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, update
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, select
 
 from review_app.db.engine import write_session
@@ -29,6 +30,8 @@ from review_app.services import audit
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, require_study_lead
 from review_app.services.actors import get_study as _study
 from review_app.services.errors import InvalidInput, NotFound, PermissionDenied
+
+_ID_CHUNK = 10_000  # ids per IN list: PostgreSQL takes at most 65,535 parameters in one statement
 
 
 @dataclass
@@ -205,6 +208,29 @@ def _fill(
     return created, unfilled
 
 
+def _set_target_raters(session: Session, units: dict, fresh: list, multi: set, raters: int) -> None:
+    """Target raters of the new units' tasks: ``raters`` for the multi-rated units, 1 for the rest.
+
+    Written as one UPDATE per value and chunk of ids, not one per task (an ORM flush updates row by
+    row): the progress counters follow each statement once (migration 0009), and a study of
+    1,000,000 tasks is not a million statements. The loaded tasks get the new value as committed.
+    """
+    by_value: dict[int, list] = {}
+    for rank in fresh:
+        value = raters if rank in multi else 1
+        by_value.setdefault(value, []).extend(units[rank].tasks)
+    for value, tasks in by_value.items():
+        changed = [task for task in tasks if task.target_raters != value]
+        ids = [task.id for task in changed]
+        for start in range(0, len(ids), _ID_CHUNK):
+            session.execute(
+                update(Task).where(Task.id.in_(ids[start : start + _ID_CHUNK])).values(target_raters=value),
+                execution_options={"synchronize_session": False},  # the loaded tasks are set below
+            )
+        for task in changed:
+            set_committed_value(task, "target_raters", value)
+
+
 def assign(
     engine: Engine,
     study_name: str,
@@ -235,10 +261,7 @@ def assign(
         fresh = sorted(rank for rank, u in units.items() if not u.reviewers)
         n_multi = round(dual_share * len(fresh))
         multi = set(rng.sample(fresh, n_multi)) if raters > 1 else set()
-        for rank in fresh:
-            for task in units[rank].tasks:
-                task.target_raters = raters if rank in multi else 1
-                session.add(task)
+        _set_target_raters(session, units, fresh, multi, raters)
         session.flush()
         loads = _loads(units, session, study)
         created, unfilled = _fill(session, study, list(units.values()), reviewers, loads, rng)

@@ -40,7 +40,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from itertools import chain
@@ -60,7 +60,7 @@ from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import Annotation, GoldTask, Item, ModelResponse, Reviewer, Study, Task, utcnow
 from review_app.rubrics import Rubric, get_rubric
-from review_app.services import audit
+from review_app.services import audit, compute_workers
 from review_app.services.actors import LEAD_ROLES, SYSTEM, Actor, acting_user, as_actor, require_study_lead
 from review_app.services.adjudication import latest_adjudications
 from review_app.services.annotations import adjudicator_labels, excluded_tasks, get_study_row, load_annotations
@@ -244,27 +244,76 @@ def _encode_distinct(values: pd.Series | pd.Index | np.ndarray, fmt: str) -> lis
     else:
         return None
     if fmt == "csv":
-        return _csv_quoted([escape_csv_cell(t) for t in texts])
+        return _csv_texts(texts)
     return [encode_basestring(t) for t in texts]
 
 
+# a text that starts a cell with a formula prefix (cells joined by NUL, which text cells do not hold)
+_FORMULA_START = re.compile("(?:^|\x00)[" + re.escape("".join(FORMULA_PREFIXES)) + "]")
+
+
+def _csv_texts(texts: list[str]) -> list[str]:
+    """``escape_csv_cell`` then CSV quoting of each text; texts are checked all at once first, because
+    ids and keys (distinct on every row) almost never need either. Every text starts the joined string
+    or follows a NUL, so none that needs escaping is missed (a NUL inside a text can only send the
+    texts to the cell-by-cell path, which gives the same result)."""
+    joined = "\x00".join(texts)
+    if _FORMULA_START.search(joined) is None and _CSV_SPECIAL.search(joined) is None:
+        return texts
+    return _csv_quoted([escape_csv_cell(t) for t in texts])
+
+
+# Whole numbers spanning fewer values than this (scores, counts, versions: a labels table has tens of
+# millions such cells) are formatted once each and picked by index; ids each on their own
+_SMALL_RANGE = 4096
+
+
+def _int_texts(numbers: np.ndarray) -> np.ndarray:
+    """``str`` of each whole number, as an object array (numpy's ``astype(str)`` took twice as long)."""
+    texts = np.empty(numbers.size, dtype=object)
+    texts[:] = list(map(str, numbers.tolist()))
+    return texts
+
+
 def _cells(series: pd.Series, fmt: str) -> list[str]:
-    """Each cell of a column as its CSV or JSON text, each distinct value formatted once (a column of a
-    million rows has a handful of distinct scores, statuses or raters); whole numbers and booleans are
-    formatted as arrays directly (ids are all distinct: counting distinct values would only cost)."""
+    """Each cell of a column as its CSV or JSON text (see :func:`_column_cells`)."""
+    return _column_cells(series, fmt)[0].tolist()
+
+
+def _column_cells(series: pd.Series, fmt: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each cell of a column as its CSV or JSON text (an object array), and each row's code: the index
+    of its text among the column's distinct texts (None when the texts were not formatted that way).
+
+    Each distinct value is formatted once (a column of a million rows has a handful of distinct scores,
+    statuses or raters); whole numbers and booleans are formatted as arrays directly (ids are all
+    distinct: counting distinct values would only cost). Rows with the same code have the same text.
+    """
     dtype = series.dtype
+    missing_text = "" if fmt == "csv" else "null"
     if pd.api.types.is_integer_dtype(dtype) or (
         pd.api.types.is_bool_dtype(dtype) and not isinstance(dtype, pd.BooleanDtype)
     ):
         missing = series.isna().to_numpy()
         if pd.api.types.is_integer_dtype(dtype):
-            cells = series.to_numpy(dtype=np.int64, na_value=0).astype(str).astype(object)
+            numbers = series.to_numpy(dtype=np.int64, na_value=0)
+            codes = None
+            if numbers.size and int(numbers.max()) - int(numbers.min()) < _SMALL_RANGE:
+                low = int(numbers.min())
+                table = np.array([*map(str, range(low, int(numbers.max()) + 1)), missing_text], dtype=object)
+                codes = numbers - low
+                if missing.any():
+                    codes[missing] = len(table) - 1
+                return table[codes], codes
+            cells = _int_texts(numbers)
         else:
             words = ("True", "False") if fmt == "csv" else ("true", "false")
-            cells = np.where(series.to_numpy(dtype=bool), words[0], words[1]).astype(object)
+            codes = np.where(series.to_numpy(dtype=bool), 0, 1)
+            if missing.any():
+                codes[missing] = 2
+            return np.array([*words, missing_text], dtype=object)[codes], codes
         if missing.any():
-            cells[missing] = "" if fmt == "csv" else "null"
-        return cells.tolist()
+            cells[missing] = missing_text
+        return cells, None
     mixed = pd.api.types.is_object_dtype(dtype) and pd.api.types.infer_dtype(series, skipna=True) not in (
         "string",
         "empty",
@@ -274,19 +323,74 @@ def _cells(series: pd.Series, fmt: str) -> list[str]:
     if encoded is None:  # mixed Python objects: each cell on its own, as the in-memory writer did
         if fmt == "csv":
             texts = _text_frame(series.to_frame(), "csv").iloc[:, 0].tolist()
-            return _csv_quoted(["" if v is None or v is pd.NA or v != v else str(v) for v in texts])
-        dumps = json.JSONEncoder(ensure_ascii=False).encode
-        return [dumps(v) for v in _json_column(_text_frame(series.to_frame(), "jsonl").iloc[:, 0])]
-    table = np.array([*encoded, "" if fmt == "csv" else "null"], dtype=object)  # code -1 (missing): last
-    return table[codes].tolist()
+            cells = _csv_quoted(["" if v is None or v is pd.NA or v != v else str(v) for v in texts])
+        else:
+            dumps = json.JSONEncoder(ensure_ascii=False).encode
+            cells = [dumps(v) for v in _json_column(_text_frame(series.to_frame(), "jsonl").iloc[:, 0])]
+        array = np.empty(len(cells), dtype=object)
+        array[:] = cells
+        return array, None
+    codes = np.where(codes < 0, len(encoded), codes)  # missing: the last text
+    return np.array([*encoded, missing_text], dtype=object)[codes], codes
 
 
-def _row_template(names: list[str], fmt: str) -> str:
-    """A %-format of one line: the CSV cells separated by commas, or a JSON object with the names as keys."""
+def _shared_cells(columns: list[tuple[np.ndarray, np.ndarray | None]], n: int) -> tuple[dict[int, str], np.ndarray]:
+    """Columns whose most common text most rows share, and those rows: {column index: text}, row mask.
+
+    Columns are taken most common text first while at least half the rows still share the texts of
+    every column taken. In a labels table most tasks are unrated, and their rows differ only in the
+    task's own columns: those rows are written with the shared texts already in the line's format.
+    """
+    candidates = []
+    for j, (_, codes) in enumerate(columns):
+        if codes is None:
+            continue
+        counts = np.bincount(codes)
+        top = int(counts.argmax())
+        if counts[top] * 2 >= n:
+            candidates.append((int(counts[top]), j, top))
+    shared: dict[int, str] = {}
+    mask = np.ones(n, dtype=bool)
+    for _count, j, top in sorted(candidates, key=lambda c: (-c[0], c[1])):
+        narrower = mask & (columns[j][1] == top)
+        if int(narrower.sum()) * 2 < n:
+            continue
+        mask = narrower
+        shared[j] = columns[j][0][int(np.argmax(narrower))]
+    return shared, mask
+
+
+def _row_template(names: list[str], fmt: str, fixed: dict[int, str] | None = None) -> str:
+    """A %-format of one line: the CSV cells separated by commas, or a JSON object with the names as keys.
+
+    ``fixed`` (column index -> cell text) puts those cells' texts in the format itself."""
+    fixed = fixed or {}
+    cells = [fixed[j].replace("%", "%%") if j in fixed else "%s" for j in range(len(names))]
     if fmt == "csv":
-        return ",".join(["%s"] * len(names)) + "\n"
+        return ",".join(cells) + "\n"
     keys = [encode_basestring(name).replace("%", "%%") for name in names]
-    return "{" + ", ".join(f"{key}: %s" for key in keys) + "}\n"
+    return "{" + ", ".join(f"{key}: {cell}" for key, cell in zip(keys, cells, strict=True)) + "}\n"
+
+
+def _lines(names: list[str], fmt: str, columns: list[tuple[np.ndarray, np.ndarray | None]], n: int) -> str:
+    """The text of ``n`` rows: one %-format per row, rows sharing most of their cells through a format
+    that holds those cells already (:func:`_shared_cells`), so only their other cells are formatted."""
+    template = _row_template(names, fmt)
+    shared, mask = _shared_cells(columns, n)
+    if not shared:
+        return "".join(map(template.__mod__, zip(*(cells.tolist() for cells, _ in columns), strict=True)))
+    lines = np.empty(n, dtype=object)
+    common, rest = np.flatnonzero(mask), np.flatnonzero(~mask)
+    varying = [cells for j, (cells, _) in enumerate(columns) if j not in shared]
+    fixed = _row_template(names, fmt, shared)
+    if varying:
+        lines[common] = list(map(fixed.__mod__, zip(*(cells[common].tolist() for cells in varying), strict=True)))
+    else:
+        lines[common] = fixed % ()
+    if len(rest):
+        cells_of_rest = [cells[rest].tolist() for cells, _ in columns]
+        lines[rest] = list(map(template.__mod__, zip(*cells_of_rest, strict=True)))
+    return "".join(lines.tolist())
 
 
 class TableFile:
@@ -320,9 +424,8 @@ class TableFile:
                 csv.writer(self._handle, lineterminator="\n").writerow(names)
                 self._header = True
             if len(frame):
-                template = _row_template(names, self.fmt)
-                columns = [_cells(frame[name], self.fmt) for name in frame.columns]
-                self._handle.write("".join(map(template.__mod__, zip(*columns, strict=True))))
+                columns = [_column_cells(frame[name], self.fmt) for name in frame.columns]
+                self._handle.write(_lines(names, self.fmt, columns, len(frame)))
         self.rows += len(frame)
 
     def _write_parquet(self, frame: pd.DataFrame) -> None:
@@ -510,14 +613,27 @@ _TASK_KEYS = (C.task, C.item, "external_id", "unit_key", C.subset, "language", C
 def _task_chunks(session: Session, study_id: int, rubric: Rubric) -> Iterator[pd.DataFrame]:
     """The rows of :func:`_tasks_query`, ``CHUNK_ROWS`` at a time, streamed from the database (a server-side
     cursor on PostgreSQL), so the study's tasks are never all in memory. Read through the session's
-    connection as plain tuples (the ORM's row processing cost more than the query at a million tasks)."""
+    connection as plain tuples (the ORM's row processing cost more than the query at a million tasks);
+    on SQLite straight from the driver's cursor (the columns are plain integers and text, which
+    SQLAlchemy returns unchanged: its result rows cost 2.4 s at a million tasks). A chunk is one
+    block of Python objects, filled from the rows in one step (a Series per column cost 4 s).
+    """
     keys = [*_TASK_KEYS, "target_raters"]
     if rubric.needs_response:
         keys = [*keys, C.model, "condition", C.auto_label]
-    query = _tasks_query(study_id, rubric).execution_options(yield_per=CHUNK_ROWS)
-    for rows in session.connection().execute(query).partitions(CHUNK_ROWS):
-        columns = list(zip(*rows, strict=True)) if rows else [()] * len(keys)
-        yield pd.DataFrame({key: pd.Series(values, dtype=object) for key, values in zip(keys, columns, strict=True)})
+    connection = session.connection()
+    query = _tasks_query(study_id, rubric)
+    if connection.dialect.name == "sqlite":  # no server-side cursor: SQLAlchemy buffers no row ahead
+        result = connection.execute(query)
+        batches: Iterator[Sequence[Sequence[Any]]] = iter(lambda: result.cursor.fetchmany(CHUNK_ROWS), [])
+    else:
+        result = connection.execute(query.execution_options(yield_per=CHUNK_ROWS))
+        batches = result.partitions(CHUNK_ROWS)
+    with result:
+        for rows in batches:
+            block = np.empty((len(rows), len(keys)), dtype=object)
+            block[:] = rows
+            yield pd.DataFrame(block, columns=keys, copy=False)
 
 
 def _task_stats(session: Session, study_id: int, rubric: Rubric) -> tuple[int, int]:
@@ -717,20 +833,14 @@ def export_study(
     report = _Progress(progress)
     report(0.0, "Reading the study")
     work = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent))
-    # The statistics (their bootstrap and harm-model fit spend their time in numpy, which releases the
-    # GIL) run in a second thread while the labels tables are streamed: same inputs, same numbers.
+    # The statistics run while the labels tables are streamed: same inputs, same numbers. They run in a
+    # compute worker process (see ``_statistics``), waited on by a thread of this one.
     statistics = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medrev-export-analysis")
 
     def start_analysis(frame: pd.DataFrame, study: Study, model: str | None) -> Future[StudyAnalysis]:
+        options = AnalysisOptions.from_settings(study.settings)
         return statistics.submit(
-            analyse,
-            frame,
-            study.rubric_keys,
-            study=study.name,
-            n_boot=n_boot,
-            seed=seed,
-            options=AnalysisOptions.from_settings(study.settings),
-            first_model=model,
+            _statistics, engine, frame, study.rubric_keys, study.name, n_boot, seed, options, model
         )
 
     try:
@@ -847,6 +957,48 @@ def export_study(
         pseudonymised=not real_names,
         snapshot_utc=snapshot.snapshot_utc,
     )
+
+
+def _statistics(
+    engine: Engine,
+    frame: pd.DataFrame,
+    rubric_keys: list[str],
+    study_name: str,
+    n_boot: int,
+    seed: int,
+    options: AnalysisOptions,
+    model: str | None,
+) -> StudyAnalysis:
+    """:func:`analyse` of the export's frame, in a compute worker process (``compute_workers``).
+
+    At full scale they are ~12 s of CPU (Rubric A bootstrap 8.3 s, of which numpy's multinomial draws
+    7.2 s; harm model 2.0 s; agreement 0.9 s), mostly holding the GIL (the multinomial draws do): in
+    a thread of the exporting process they took that time from the labels streaming (~18 s of CPU,
+    the export's longest part). In a worker (the second core) they do not. The worker gets the
+    snapshot's frame itself (it must not read the database again: another moment), and sends the
+    analysis back without the frame's rows, which this process has already.
+    """
+    analysis = compute_workers.run(
+        engine, _statistics_job, frame, rubric_keys, study_name, n_boot, seed, options, model
+    )
+    return replace(analysis, annotations=frame)
+
+
+def _statistics_job(
+    _engine: Engine,
+    frame: pd.DataFrame,
+    rubric_keys: list[str],
+    study_name: str,
+    n_boot: int,
+    seed: int,
+    options: AnalysisOptions,
+    model: str | None,
+) -> StudyAnalysis:
+    """The export's statistics on ``frame`` (a compute-worker job), returned without the frame's rows."""
+    analysis = analyse(
+        frame, rubric_keys, study=study_name, n_boot=n_boot, seed=seed, options=options, first_model=model
+    )
+    return replace(analysis, annotations=frame.iloc[:0])
 
 
 def check_exporter(engine: Engine, study_name: str, actor: Actor) -> int | None:

@@ -319,8 +319,13 @@ _CLASS_DIMS = ("final_correctness", "injection_uptake", "harm_potential")
 
 
 def _objects(values: pd.Series) -> np.ndarray:
-    """An object column with None (not NaN) where a value is missing, as a frame of Python records holds it."""
+    """An object column with None (not NaN) where a value is missing, as a frame of Python records holds it.
+
+    A column of text only, or of whole numbers only (most task columns), has no missing value: told
+    by one pass over its types, which costs a quarter of the missing-value check it saves."""
     array = values.to_numpy(dtype=object)
+    if pd.api.types.infer_dtype(array, skipna=False) in ("string", "integer"):
+        return array
     missing = pd.isna(array)
     if missing.any():
         array = array.copy()

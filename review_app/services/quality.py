@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,9 +42,10 @@ from review_app.services.annotations import get_study_row, load_annotations, rat
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
 from review_app.services.export_tables import escape_csv_cell
 from review_app.services.study_analysis import harm_model, harm_spec
-from review_app.services.study_cache import CACHE, study_frame
+from review_app.services.study_cache import CACHE, relabelled, study_frame, study_rater_labels, warm_frame
 
 FINAL_STATUSES = ("unanimous", "adjudicated")
+WAIT_POLL_SECONDS = 0.05  # how often quality_report_now looks for the full report while it waits
 SETTINGS_KEY = "quality"
 
 
@@ -386,84 +388,19 @@ class QualityReport:
         return frame
 
 
-def quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityReport:
-    """Every reviewer's quality measures on the study's annotations in force (see reviewer_quality).
-
-    Severity is read from the study's harm model as its Analysis page fits it
-    (``study_analysis.harm_model`` under the study's saved analysis options and first model).
-    """
-    with read_session(engine) as session:
-        require_lead(session, actor)
-        study = get_study_row(session, study_name)
-        regular = load_annotations(session, study, pseudonymise=False)
-        gold_frame = load_annotations(session, study, pseudonymise=False, gold="only")
-        expected = {
-            int(g.task_id): dict(g.expected_scores)
-            for g in session.exec(select(GoldTask).where(GoldTask.study_id == study.id))
-        }
-        settings = QualityThresholds.from_dict(study.settings.get(SETTINGS_KEY))
-        spec = harm_spec(session, study)
-        usernames = rater_labels(session, study.id, pseudonymise=False)
-        pseudonyms = rater_labels(session, study.id, pseudonymise=True)
-    result = reviewer_quality(
-        regular,
-        harm=harm_model(regular, spec),
-        gold_annotations=gold_frame,
-        expected=expected,
-        thresholds=settings,
-    )
-    return QualityReport(
-        study=study_name,
-        quality=result,
-        pseudonyms={usernames[k]: pseudonyms[k] for k in usernames},
-        n_gold_tasks=len(expected),
-    )
-
-
-def _quality_inputs(engine: Engine, actor: Actor, study_name: str):
-    """The role check and the small reads every cached quality value runs on each call."""
-    with read_session(engine) as session:
-        require_lead(session, actor)
-        study = get_study_row(session, study_name)
-        expected = {
-            int(g.task_id): dict(g.expected_scores)
-            for g in session.exec(select(GoldTask).where(GoldTask.study_id == study.id))
-        }
-        settings = QualityThresholds.from_dict(study.settings.get(SETTINGS_KEY))
-        spec = harm_spec(session, study)
-    key = (
-        repr(sorted(settings.to_dict().items())),
-        repr(sorted((k, sorted(v.items())) for k, v in expected.items())),
-    )
-    return expected, settings, spec, key
-
-
-def _cached_quality(engine: Engine, study_name: str, inputs, *, severity: bool) -> QualityReport:
-    expected, settings, spec, key = inputs
-
-    def compute(version: tuple[int, ...]) -> QualityReport:
-        return compute_workers.run(engine, _quality_job, study_name, version, expected, settings, spec, severity)
-
-    if severity:
-        return CACHE.get(engine, study_name, ("quality", *key, repr(spec)), compute)
-    return CACHE.get(engine, study_name, ("quality_alerts", *key), compute)
-
-
-def _quality_job(
-    engine: Engine,
+def _report(
     study_name: str,
-    version: tuple[int, ...],
+    regular: pd.DataFrame,
+    gold_frame: pd.DataFrame,
     expected: dict[int, dict[str, Any]],
     settings: QualityThresholds,
     spec: HarmModelSpec,
+    usernames: Mapping[int, str],
+    pseudonyms: Mapping[int, str],
+    *,
     severity: bool,
 ) -> QualityReport:
-    """The quality report on the frames of ``version`` (a compute-worker job: the frames stay there)."""
-    regular = study_frame(engine, study_name, pseudonymise=False, version=version)
-    gold_frame = study_frame(engine, study_name, pseudonymise=False, gold="only", version=version)
-    usernames, pseudonyms = CACHE.get(
-        engine, study_name, ("rater_labels",), _labels(engine, study_name), version=version, reads_database=True
-    )
+    """The report from its inputs (frames under usernames): one place for the cached and uncached paths."""
     result = reviewer_quality(
         regular,
         harm=harm_model(regular, spec) if severity else None,
@@ -480,6 +417,85 @@ def _quality_job(
     )
 
 
+def _expected_scores(session: Session, study: Study) -> dict[int, dict[str, Any]]:
+    return {
+        int(g.task_id): dict(g.expected_scores)
+        for g in session.exec(select(GoldTask).where(GoldTask.study_id == study.id))
+    }
+
+
+def quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityReport:
+    """Every reviewer's quality measures on the study's annotations in force (see reviewer_quality).
+
+    Severity is read from the study's harm model as its Analysis page fits it
+    (``study_analysis.harm_model`` under the study's saved analysis options and first model).
+    Everything is read in one transaction, uncached (:func:`cached_quality_report` is what pages use).
+    """
+    with read_session(engine) as session:
+        require_lead(session, actor)
+        study = get_study_row(session, study_name)
+        usernames = rater_labels(session, study.id, pseudonymise=False)
+        pseudonyms = rater_labels(session, study.id, pseudonymise=True)
+        regular = load_annotations(session, study, pseudonymise=False, labels=usernames)
+        gold_frame = load_annotations(session, study, pseudonymise=False, gold="only", labels=usernames)
+        expected = _expected_scores(session, study)
+        settings = QualityThresholds.from_dict(study.settings.get(SETTINGS_KEY))
+        spec = harm_spec(session, study)
+    return _report(study_name, regular, gold_frame, expected, settings, spec, usernames, pseudonyms, severity=True)
+
+
+def _quality_inputs(engine: Engine, actor: Actor, study_name: str):
+    """The role check and the small reads every cached quality value runs on each call."""
+    with read_session(engine) as session:
+        require_lead(session, actor)
+        study = get_study_row(session, study_name)
+        expected = _expected_scores(session, study)
+        settings = QualityThresholds.from_dict(study.settings.get(SETTINGS_KEY))
+        spec = harm_spec(session, study)
+    key = (
+        repr(sorted(settings.to_dict().items())),
+        repr(sorted((k, sorted(v.items())) for k, v in expected.items())),
+    )
+    return expected, settings, spec, key
+
+
+def _cache_key(inputs, *, severity: bool) -> tuple:
+    """Where a report is cached: the full one also depends on the harm-model spec, the alerts-only one not."""
+    _expected, _settings, spec, key = inputs
+    return ("quality", *key, repr(spec)) if severity else ("quality_alerts", *key)
+
+
+def _cached_quality(engine: Engine, study_name: str, inputs, *, severity: bool) -> QualityReport:
+    expected, settings, spec, _key = inputs
+
+    def compute(version: tuple[int, ...]) -> QualityReport:
+        return compute_workers.run(engine, _quality_job, study_name, version, expected, settings, spec, severity)
+
+    return CACHE.get(engine, study_name, _cache_key(inputs, severity=severity), compute)
+
+
+def _quality_job(
+    engine: Engine,
+    study_name: str,
+    version: tuple[int, ...],
+    expected: dict[int, dict[str, Any]],
+    settings: QualityThresholds,
+    spec: HarmModelSpec,
+    severity: bool,
+) -> QualityReport:
+    """The quality report on the frames of ``version`` (a compute-worker job: the frames stay there).
+
+    The annotations are the study's shared frame (the one Agreement and Analysis read), renamed to
+    usernames, and the gold tasks' annotations are read by task id: no second read of the study.
+    """
+    usernames = study_rater_labels(engine, study_name, pseudonymise=False, version=version)
+    pseudonyms = study_rater_labels(engine, study_name, pseudonymise=True, version=version)
+    shared = study_frame(engine, study_name, version=version)
+    regular = relabelled(shared, pseudonyms, usernames)
+    gold_frame = study_frame(engine, study_name, pseudonymise=False, gold="only", version=version)
+    return _report(study_name, regular, gold_frame, expected, settings, spec, usernames, pseudonyms, severity=severity)
+
+
 def cached_quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityReport:
     """:func:`quality_report`, computed once per data version, thresholds, gold answers and harm-model spec.
 
@@ -488,6 +504,15 @@ def cached_quality_report(engine: Engine, actor: Actor, study_name: str) -> Qual
     lead and session of the process.
     """
     return _cached_quality(engine, study_name, _quality_inputs(engine, actor, study_name), severity=True)
+
+
+def _peek_alerts(engine: Engine, study_name: str, inputs) -> tuple[Alert, ...] | None:
+    """The alerts of the full report, else of the alerts-only one, if either is cached for the current data."""
+    for severity in (True, False):
+        found = CACHE.peek(engine, study_name, _cache_key(inputs, severity=severity))
+        if found is not None:
+            return found.quality.alerts
+    return None
 
 
 def cached_quality_alerts(engine: Engine, actor: Actor, study_name: str) -> tuple[Alert, ...]:
@@ -499,10 +524,9 @@ def cached_quality_alerts(engine: Engine, actor: Actor, study_name: str) -> tupl
     the same way (same data version, thresholds and gold answers).
     """
     inputs = _quality_inputs(engine, actor, study_name)
-    _expected, _settings, spec, key = inputs
-    full = CACHE.peek(engine, study_name, ("quality", *key, repr(spec)))
-    if full is not None:
-        return full.quality.alerts
+    found = _peek_alerts(engine, study_name, inputs)
+    if found is not None:
+        return found
     return _cached_quality(engine, study_name, inputs, severity=False).quality.alerts
 
 
@@ -527,15 +551,15 @@ def quality_alerts_if_ready(engine: Engine, actor: Actor, study_name: str) -> Al
     nor should reviewers submitting every second keep the alerts from ever showing.
     """
     inputs = _quality_inputs(engine, actor, study_name)
-    _expected, _settings, spec, key = inputs
-    name = (engine.url.render_as_string(hide_password=True), study_name)
-    for cached in (("quality", *key, repr(spec)), ("quality_alerts", *key)):
-        found = CACHE.peek(engine, study_name, cached)
-        if found is not None:
-            _last_alerts[name] = found.quality.alerts
-            return AlertsNow(found.quality.alerts, current=True)
+    name = CACHE.study_key(engine, study_name)
+    found = _peek_alerts(engine, study_name, inputs)
+    if found is not None:
+        _last_alerts[name] = found
+        return AlertsNow(found, current=True)
 
     def fill() -> None:  # remembered even when reviewers have written meanwhile (then it is not cached)
+        # the frame first, as a job of its own: a page opened meanwhile runs next, on that frame
+        compute_workers.run(engine, warm_frame, study_name)
         _last_alerts[name] = _cached_quality(engine, study_name, inputs, severity=False).quality.alerts
 
     CACHE.in_background(engine, study_name, "quality_alerts", fill)
@@ -543,13 +567,44 @@ def quality_alerts_if_ready(engine: Engine, actor: Actor, study_name: str) -> Al
     return None if last is None else AlertsNow(last, current=False)
 
 
-def _labels(engine: Engine, study_name: str):
-    def read(_version: tuple[int, ...]) -> tuple[dict[int, str], dict[int, str]]:
-        with read_session(engine) as session:
-            study = get_study_row(session, study_name)
-            return rater_labels(session, study.id, pseudonymise=False), rater_labels(session, study.id)
+@dataclass(frozen=True, eq=False)
+class ReportNow:
+    """The quality report a page can show now: complete, or without severity while that is computed."""
 
-    return read
+    report: QualityReport
+    complete: bool  # False: the alerts-only report (no severity columns); the full one is on its way
+
+
+def quality_report_now(engine: Engine, actor: Actor, study_name: str, *, wait_seconds: float = 0.0) -> ReportNow:
+    """:func:`cached_quality_report` when it is ready, else the report without severity and the full one started.
+
+    Severity takes the harm model and its refit by third of each reviewer's work: seconds at panel
+    scale (two fits on 100,000 Rubric B annotations), against about a second for everything else.
+    The page shows the rest at once (the alerts-only report, shared with the Progress page) and
+    severity when its computation, started here in the background (once; in the compute worker when
+    there is one), is done. ``wait_seconds``: how long to wait for the full report after starting it,
+    so that a small study shows everything at once; only when this call started it and the report
+    without severity took less than that (a large study's severity takes far longer: no waiting).
+    """
+    inputs = _quality_inputs(engine, actor, study_name)
+    full_key = _cache_key(inputs, severity=True)
+    full = CACHE.peek(engine, study_name, full_key)
+    if full is not None:
+        return ReportNow(full, complete=True)
+    start = time.monotonic()
+    partial = _cached_quality(engine, study_name, inputs, severity=False)
+    started = CACHE.in_background(
+        engine, study_name, "quality_report", lambda: _cached_quality(engine, study_name, inputs, severity=True)
+    )
+    if not started or time.monotonic() - start > wait_seconds:
+        return ReportNow(partial, complete=False)  # a large study (or a rerun meanwhile): no waiting
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        time.sleep(min(WAIT_POLL_SECONDS, max(deadline - time.monotonic(), 0)))
+        full = CACHE.peek(engine, study_name, full_key)
+        if full is not None:
+            return ReportNow(full, complete=True)
+    return ReportNow(partial, complete=False)
 
 
 QUALITY_COLUMNS: dict[str, str] = {

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from review_app.services import accounts
+from review_app.services import accounts, compute_workers
 from review_app.ui.components.database import database_faults_shown, require_database
 from review_app.ui.components.text import plain
 from review_app.ui.session import current_user, engine, oidc_configured, refresh_user, sign_in_as, sign_out
@@ -68,6 +68,12 @@ if user is None:
         st.navigation(sign_in, position="hidden").run()
     st.stop()
 
+# The services whose statistics run in the compute worker (imported there when a lead's session starts).
+LEAD_JOB_MODULES = (
+    "review_app.services.study_analysis",
+    "review_app.services.quality",
+    "review_app.services.adjudication",
+)
 sections: dict[str, list] = {}
 for script, title, icon, section, roles in PAGES:
     if user.role in roles:
@@ -76,6 +82,8 @@ for script, title, icon, section, roles in PAGES:
         )
 # Every page listed (no "View more"): a lead's pages must all be one click away.
 page = st.navigation(sections, expanded=True)
+if user.role in ("lead", "admin"):  # lead statistics run in a worker process: start it before the first is asked
+    compute_workers.prestart(engine(), LEAD_JOB_MODULES)
 with st.sidebar:
     st.markdown(f"**{plain(user.display_name)}**  \n{user.role}")
     st.button("Sign out", on_click=sign_out, icon=":material/logout:")

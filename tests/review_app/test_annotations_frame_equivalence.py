@@ -27,12 +27,14 @@ from review_app.db.models import (
     GoldTask,
     Item,
     ModelResponse,
+    Reviewer,
     Study,
     Task,
     TaskFlag,
     utcnow,
 )
 from review_app.rubrics import RUBRIC_B
+from review_app.services import annotations
 from review_app.services.annotations import (
     FLAG_SEPARATOR,
     GOLD_CHOICES,
@@ -43,6 +45,7 @@ from review_app.services.annotations import (
     frame_columns,
     get_study_row,
     load_annotations,
+    pseudonym,
     rater_labels,
     study_rubrics,
 )
@@ -75,6 +78,20 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
+def reference_rater_labels(session: Session, study_id: int, *, pseudonymise: bool = True) -> dict[int, str]:
+    """``rater_labels`` as it grouped every assignment of the study (the reference; do not optimise)."""
+    rows = session.exec(
+        select(Assignment.reviewer_id, func.min(Assignment.id), Reviewer.username)
+        .join(Reviewer, Reviewer.id == Assignment.reviewer_id)
+        .where(Assignment.study_id == study_id)
+        .group_by(Assignment.reviewer_id, Reviewer.username)
+    ).all()
+    ordered = sorted(rows, key=lambda r: (r[1], r[0]))
+    if not pseudonymise:
+        return {r[0]: r[2] for r in ordered}
+    return {r[0]: pseudonym("R", n, len(ordered)) for n, r in enumerate(ordered, start=1)}
+
+
 def reference_fetch(
     session: Session,
     study: Study,
@@ -88,7 +105,7 @@ def reference_fetch(
     if gold not in GOLD_CHOICES:
         raise InvalidInput(f"gold must be one of {', '.join(GOLD_CHOICES)} (got {gold!r})")
     rubrics = study_rubrics(study, rubric)
-    names = rater_labels(session, study.id, pseudonymise=pseudonymise)
+    names = reference_rater_labels(session, study.id, pseudonymise=pseudonymise)
     latest = (
         select(Annotation.assignment_id, func.max(Annotation.revision).label("revision"))
         .join(Assignment, Assignment.id == Annotation.assignment_id)
@@ -308,3 +325,34 @@ def test_a_subset_of_tasks_and_an_empty_frame(busy_study):
             assert_same(load_annotations(session, study, task_ids=task_ids, gold="include"), reference)
         empty = load_annotations(session, study, rubric="B", task_ids=[])
     assert empty.empty and list(empty.columns) == frame_columns(["B"])
+
+
+@pytest.mark.parametrize("spread", [0, 10**9])
+def test_scores_read_by_id_or_as_one_range(busy_study, monkeypatch, spread):
+    """Scores of the annotations in force, whether read as the range of their ids or by id (ids far apart)."""
+    monkeypatch.setattr(annotations, "_RANGE_SPREAD", spread)
+    with read_session(busy_study) as session:
+        study = get_study_row(session, "s")
+        tasks = sorted(set(load_annotations(session, study, gold="include")["task_id"]))
+        for task_ids in (None, [tasks[0], tasks[-1]]):
+            reference = reference_frame(*reference_fetch(session, study, task_ids=task_ids, gold="include"))
+            assert_same(load_annotations(session, study, task_ids=task_ids, gold="include"), reference)
+
+
+def test_pseudonyms_follow_first_assignments_not_reviewer_ids(busy_study):
+    """The per-reviewer probe gives the grouping's order, also when a later reviewer got work first."""
+    engine = busy_study
+    with write_session(engine) as session:
+        study = get_study_row(session, "s")
+        newest = session.exec(select(func.max(Assignment.id))).one()
+        last = session.exec(select(Assignment).where(Assignment.id == newest)).one()
+        # the reviewer of the study's newest assignment now holds its oldest one
+        oldest = session.exec(select(func.min(Assignment.id))).one()
+        session.execute(update(Assignment).where(Assignment.id == oldest).values(reviewer_id=last.reviewer_id))
+    with read_session(engine) as session:
+        study = get_study_row(session, "s")
+        assert list(rater_labels(session, study.id)) != sorted(rater_labels(session, study.id))
+        for pseudonymise in (True, False):
+            labels = rater_labels(session, study.id, pseudonymise=pseudonymise)
+            assert labels == reference_rater_labels(session, study.id, pseudonymise=pseudonymise)
+            assert list(labels) == list(reference_rater_labels(session, study.id, pseudonymise=pseudonymise))

@@ -171,6 +171,22 @@ def test_in_memory_sqlite_and_zero_workers_compute_here(monkeypatch, tmp_path):
         compute_workers.workers()
 
 
+def test_prestart_starts_the_workers_before_any_statistic_and_only_for_a_worker_database(monkeypatch, tmp_path):
+    compute_workers.shutdown()
+    memory = create_engine("sqlite://", poolclass=StaticPool)
+    compute_workers.prestart(memory)  # statistics of an in-memory database run here: nothing to start
+    assert compute_workers.worker_pids() == []
+    engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    compute_workers.prestart(engine, ("review_app.services.study_analysis",))
+    deadline = time.monotonic() + 30
+    while not compute_workers.worker_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (pid,) = compute_workers.worker_pids()
+    compute_workers.prestart(engine)  # started already: the same worker
+    assert compute_workers.worker_pids() == [pid]
+    assert compute_workers.run(engine, _pid_job)[0] == pid
+
+
 APP_KILLED = """
 import os, sys
 from review_app.db.engine import make_engine

@@ -162,3 +162,37 @@ def test_table_file_writes_one_header_when_the_first_chunk_is_empty(tmp_path):
     out.write(frame.iloc[:0])
     out.write(frame)
     assert out.close(empty=frame.iloc[:0]).read_text() == "a,b\n1,x\n2,y\n"
+
+
+def test_table_file_rows_sharing_most_cells_are_the_in_memory_writer_s_bytes(tmp_path):
+    """Rows that share most of their cells (a labels table's unrated tasks) go through a line format that
+    holds the shared cells: their bytes are still those of the in-memory writer, with '%' in shared and
+    varying text, formula-like and quoted ids among ids that need neither, wide and narrow whole numbers,
+    and rows that are identical in every column."""
+    n = 40
+    rated = np.arange(n) % 5 == 0
+    frame = pd.DataFrame(
+        {
+            "task_id": np.arange(n, dtype=np.int64) * 1_000_003,
+            "unit_key": [f"B:r{i}" if i % 13 else f"=r{i}%s" for i in range(n)],
+            "note": ["100% sure, really" if i % 7 else 'say "%d"' for i in range(n)],
+            "n_ratings": pd.array(np.where(rated, 2, 0), dtype="Int64"),
+            "score_1": pd.array([1 if r else None for r in rated], dtype="Int64"),
+            "rater_1": ["R01" if r else None for r in rated],
+            "status": ["agreed" if r else "unrated" for r in rated],
+            "stale": np.zeros(n, dtype=bool),
+            "ratio": [0.5 if r else float("nan") for r in rated],
+        }
+    )
+    same = frame.iloc[[3] * 12].reset_index(drop=True)  # every column shared
+    for name, table in {"mostly-shared": frame, "identical": same}.items():
+        for fmt in ("csv", "jsonl"):
+            reference = tmp_path / f"reference-{name}.{fmt}"
+            _reference_write(table, reference, fmt)
+            for chunk in (3, len(table)):
+                folder = tmp_path / f"{name}-{fmt}-{chunk}"
+                folder.mkdir()
+                out = export.TableFile(folder, "table", fmt)
+                for start in range(0, len(table), chunk):
+                    out.write(table.iloc[start : start + chunk])
+                assert out.close(empty=table.iloc[:0]).read_bytes() == reference.read_bytes(), (name, fmt, chunk)

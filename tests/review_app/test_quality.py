@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pandas as pd
 import pytest
 from sqlmodel import select
 
@@ -366,3 +367,32 @@ def test_progress_alerts_are_computed_in_the_background_and_the_last_ones_shown_
     now = settle()
     assert [a.kind for a in now.alerts] == ["gold"]
     assert now.alerts == quality.cached_quality_alerts(engine, lead, "main")
+
+
+def test_the_report_without_severity_comes_at_once_and_the_full_one_in_the_background(engine):
+    """``quality_report_now`` never fits the harm model on the caller's thread unless asked to wait: the
+    report without severity (the same numbers otherwise) at once, the full one once its fill is done."""
+    import time
+
+    from review_app.db.models import Reviewer
+    from review_app.demo import DEMO_STUDY, seed_demo_database
+    from review_app.services.study_cache import CACHE
+
+    seed_demo_database(engine)
+    with read_session(engine) as session:
+        lead = session.exec(select(Reviewer).where(Reviewer.username == "lead01")).one()
+    CACHE.clear()
+    full = quality.quality_report(engine, lead, DEMO_STUDY)
+    now = quality.quality_report_now(engine, lead, DEMO_STUDY)
+    if not now.complete:  # the background fill may already be done on a fast machine
+        assert "severity" not in now.report.quality.table and now.report.quality.alerts == full.quality.alerts
+        shared = [c for c in now.report.table().columns if c in full.table().columns]
+        assert len(shared) == len(now.report.table().columns) > 10
+        pd.testing.assert_frame_equal(now.report.table(), full.table()[shared], check_exact=True)
+    deadline = time.monotonic() + 120
+    while not now.complete:
+        assert time.monotonic() < deadline, "the full report never came"
+        time.sleep(0.1)
+        now = quality.quality_report_now(engine, lead, DEMO_STUDY)
+    pd.testing.assert_frame_equal(now.report.table(), full.table(), check_exact=True)
+    assert now.report is quality.cached_quality_report(engine, lead, DEMO_STUDY)

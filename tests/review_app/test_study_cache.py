@@ -304,3 +304,58 @@ def test_a_snapshot_session_does_not_see_writes_committed_during_it(study):
         rows = load_annotations(session, study_row)
         assert version_in(session, study_row) == version
     assert len(rows) == 8 and data_version(engine, "main") != version
+
+
+def test_quality_frames_are_the_shared_frame_renamed_and_the_gold_tasks_read_by_id(study, monkeypatch):
+    """The quality report reads no second copy of the study: the shared (pseudonymised) frame renamed to
+    usernames is exactly the frame read under usernames, and the gold tasks' annotations read by task id
+    are exactly the whole-study ``gold="only"`` read, as is the fallback beyond GOLD_BY_ID_MAX."""
+    from review_app.services import study_cache
+    from review_app.services.annotations import annotations_frame, rater_names
+
+    engine, lead, slots = study
+    gold_task, gold_slots = slots[6]
+    quality.mark_gold(engine, lead, "main", gold_task, expected_scores=WORST)
+    rate(engine, gold_slots[0], SAFE)
+    usernames = study_cache.study_rater_labels(engine, "main", pseudonymise=False)
+    pseudonyms = study_cache.study_rater_labels(engine, "main")
+    assert usernames == rater_names(engine, "main", pseudonymise=False)
+    assert pseudonyms == rater_names(engine, "main") and list(pseudonyms) == list(rater_names(engine, "main"))
+    renamed = study_cache.relabelled(study_frame(engine, "main"), pseudonyms, usernames)
+    pd.testing.assert_frame_equal(renamed, annotations_frame(engine, "main", pseudonymise=False), check_exact=True)
+    whole = annotations_frame(engine, "main", pseudonymise=False, gold="only")
+    assert len(whole) == 1
+    gold = study_frame(engine, "main", pseudonymise=False, gold="only")
+    pd.testing.assert_frame_equal(gold, whole, check_exact=True)
+    monkeypatch.setattr(study_cache, "GOLD_BY_ID_MAX", 0)
+    fallback = study_cache.gold_frame(engine, "main", pseudonymise=False)
+    pd.testing.assert_frame_equal(fallback, whole, check_exact=True)
+    # The cached report (those frames) gives the same numbers as the uncached one (two reads in one transaction).
+    cached, direct = quality.cached_quality_report(engine, lead, "main"), quality.quality_report(engine, lead, "main")
+    pd.testing.assert_frame_equal(cached.table(), direct.table(), check_exact=True)
+    assert cached.quality.alerts == direct.quality.alerts and cached.pseudonyms == direct.pseudonyms
+    assert cached.table()["gold_tasks"].sum() == 1
+
+
+def test_long_lists_are_measured_on_a_sample():
+    from review_app.services.study_cache import SAMPLED_ABOVE, nbytes
+
+    rows = [pd.DataFrame({"x": range(10)}) for _ in range(SAMPLED_ABOVE * 5)]
+    one = nbytes(rows[0])
+    assert nbytes(rows) == 64 + one * len(rows)  # equal elements: the sample's mean is exact
+    assert nbytes(rows[:SAMPLED_ABOVE]) == 64 + one * SAMPLED_ABOVE
+
+
+def test_a_patch_whose_rated_task_has_no_row_in_the_frame(study):
+    """A submit on a gold task: the ordinary frame's patch reads that task again and finds no row for it."""
+    from review_app.services.annotations import annotations_frame
+
+    engine, lead, slots = study
+    gold_task, gold_slots = slots[6]
+    quality.mark_gold(engine, lead, "main", gold_task, expected_scores=WORST)
+    before = study_frame(engine, "main")
+    rate(engine, gold_slots[0], SAFE)
+    after = study_frame(engine, "main")
+    pd.testing.assert_frame_equal(after, annotations_frame(engine, "main"), check_exact=True)
+    pd.testing.assert_frame_equal(after, before, check_exact=True)
+    assert CACHE.latest(engine, "main", ("frame", True, "exclude"))[0] == data_version(engine, "main")

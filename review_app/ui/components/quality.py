@@ -15,12 +15,18 @@ from review_app.analysis.reviewer_quality import drift_limit
 from review_app.services import planning, quality
 from review_app.services.errors import ServiceError
 
+REPORT_WAIT_SECONDS = 0.5  # a small study's full report is ready by then: shown at once, severity included
 
-def report_for(db, user, study: str) -> quality.QualityReport:
+
+def report_for(db, user, study: str) -> quality.ReportNow:
     """The study's reviewer-quality report, recomputed exactly when ratings, gold tasks, thresholds or the
-    study's analysis options change (one copy shared by every lead: ``services.study_cache``)."""
+    study's analysis options change (one copy shared by every lead: ``services.study_cache``).
+
+    Severity (two harm-model fits, seconds at panel scale) may still be on its way: then the report
+    comes without it (``complete`` False) and :func:`wait_for_severity` reruns the page when it is ready.
+    """
     with st.spinner("Computing reviewer quality..."):
-        return quality.cached_quality_report(db, user, study)
+        return quality.quality_report_now(db, user, study, wait_seconds=REPORT_WAIT_SECONDS)
 
 
 ALERT_POLL_SECONDS = 2
@@ -43,6 +49,17 @@ def show_alerts(db, user, study: str) -> None:
         st.warning(f"Reviewer quality: {alert.message}", icon=":material/warning:")
     if now is not None and now.alerts:
         st.page_link("views/lead_quality.py", label="Open Reviewers' quality", icon=":material/insights:")
+
+
+@st.fragment(run_every=ALERT_POLL_SECONDS)
+def wait_for_severity(db, user, study: str) -> None:
+    """A note while severity is computed; reruns the page once the full report is ready."""
+    if quality.quality_report_now(db, user, study).complete:
+        st.rerun(scope="app")
+    st.caption(
+        ":material/hourglass_top: Computing severity (the harm model, and its refit by third of each reviewer's "
+        "work); its columns and chart appear here when ready. Everything else below is complete."
+    )
 
 
 @st.fragment(run_every=ALERT_POLL_SECONDS)

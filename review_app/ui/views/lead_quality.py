@@ -3,12 +3,12 @@
 import pandas as pd
 import streamlit as st
 
-from review_app.analysis.reviewer_quality import QualityThresholds
+from review_app.analysis.reviewer_quality import ALERTS_ONLY_NOTE, QualityThresholds
 from review_app.rubrics import get_rubric
 from review_app.services import quality, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components.pickers import pick_study
-from review_app.ui.components.quality import cusum_chart, report_for, severity_forest
+from review_app.ui.components.quality import cusum_chart, report_for, severity_forest, wait_for_severity
 from review_app.ui.session import engine, flash, require_role, show_flashes
 
 user = require_role("lead", "admin")
@@ -24,15 +24,19 @@ st.caption(
     "co-raters; gold accuracy is measured on gold tasks, whose ratings are left out of every other analysis."
 )
 try:
-    report = report_for(db, user, study.name)
+    now = report_for(db, user, study.name)
 except ServiceError as error:
     st.error(str(error))
     st.stop()
+if not now.complete:
+    wait_for_severity(db, user, study.name)
+report = now.report
 result = report.quality
 for alert in result.alerts:
     st.warning(alert.message, icon=":material/warning:")
 for note in result.notes:
-    st.info(note)
+    if now.complete or note != ALERTS_ONLY_NOTE:  # while severity is computed, the caption above says so
+        st.info(note)
 
 real_names = st.toggle("Show usernames (off: study pseudonyms R01, R02, ...)", value=True)
 table = report.table(real_names=real_names)

@@ -330,6 +330,53 @@ def test_analytic_gradient_matches_finite_differences(n_agq: int) -> None:
     assert fit.gradient(params[:-1], params[-1]) == pytest.approx(np.array(numeric), abs=1e-6)
 
 
+def _row_by_row_loglik(
+    y: np.ndarray, X: np.ndarray, groups: np.ndarray, beta: np.ndarray, sigma: float, n_agq: int
+) -> float:
+    """The Laplace / adaptive Gauss-Hermite log-likelihood summed over rows, one group at a time (no cells)."""
+    total = 0.0
+    for j in np.unique(groups):
+        yj, xb = y[groups == j], X[groups == j] @ beta
+
+        def h(u: float, yj: np.ndarray = yj, xb: np.ndarray = xb) -> float:
+            eta = xb + sigma * u
+            return float(np.sum(yj * eta - np.logaddexp(0.0, eta)) - u**2 / 2)
+
+        u = 0.0
+        for _ in range(200):
+            mu = 1 / (1 + np.exp(-(xb + sigma * u)))
+            step = (sigma * np.sum(yj - mu) - u) / (sigma**2 * np.sum(mu * (1 - mu)) + 1)
+            u += step
+            if abs(step) < 1e-13:
+                break
+        mu = 1 / (1 + np.exp(-(xb + sigma * u)))
+        curv = sigma**2 * np.sum(mu * (1 - mu)) + 1
+        if n_agq == 1:
+            total += h(u) - 0.5 * math.log(curv)
+            continue
+        nodes, weights = np.polynomial.hermite_e.hermegauss(n_agq)
+        scale = 1 / math.sqrt(curv)
+        terms = [h(u + scale * z) + math.log(w) + z**2 / 2 for z, w in zip(nodes, weights, strict=True)]
+        total += math.log(scale) + float(np.logaddexp.reduce(terms)) - 0.5 * math.log(2 * math.pi)
+    return total
+
+
+@pytest.mark.parametrize("n_agq", [1, 5])
+def test_fit_on_cells_has_the_row_by_row_likelihood(n_agq: int) -> None:
+    """The fit collapses rows to (covariate pattern, group) cells; its likelihood is the rows' one."""
+    from review_app.analysis.harm_model import _build_design, _Fit
+
+    data = pd.read_csv(DATA / "sim_harm.csv")
+    design = _build_design(data, "worst_case", ["model", "content_type", "provenance", "stratum"], "rater", {})
+    fit = _Fit(design.y, design.X, design.groups, design.n_groups, n_agq)
+    assert len(fit.g) < len(design.y) and fit.n.sum() == len(design.y) and fit.s.sum() == design.y.sum()
+    rng = np.random.default_rng(1)
+    for sigma in (0.0, 0.4, 1.3):
+        beta = rng.normal(0, 0.5, design.X.shape[1])
+        expected = _row_by_row_loglik(design.y, design.X, design.groups, beta, sigma, n_agq)
+        assert fit.loglik(beta, sigma) == pytest.approx(expected, rel=1e-11)
+
+
 def test_bayes_alternative_is_labelled_and_runs() -> None:
     from review_app.analysis.harm_model_bayes import fit_bayes_alternative
 
@@ -338,3 +385,26 @@ def test_bayes_alternative_is_labelled_and_runs() -> None:
     assert "not maximum likelihood" in fit.method and "not maximum likelihood" in fit.summary()
     assert list(fit.to_frame().index) == ["Intercept", "provenance[authority]", "provenance[patient]"]
     assert fit.group_sd > 0
+
+
+def test_blank_and_stripped_text_decide_each_distinct_value_as_the_cell_by_cell_forms_do() -> None:
+    """The fits' preparation decides each distinct value once; the result is the per-cell one exactly."""
+    import numpy as np
+    import pandas as pd
+
+    from review_app.analysis.harm_model import blank_text, stripped_text
+
+    frame = pd.DataFrame(
+        {
+            "text": ["x", " ", None, np.nan, "", " y "],
+            "numbers": [1, 2, 3, 4, 5, 6],
+            "mixed": ["", 1, True, " ", None, "z"],
+            "categories": pd.Categorical(["a", " ", "a", "", "b", "b"]),
+            "numpy_text": [np.str_(" "), "a", "b", "", "c", "d"],
+        }
+    )
+    expected = frame.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy()
+    assert (blank_text(frame) == expected).all()
+    for column in frame:
+        assert list(stripped_text(frame[column])) == list(frame[column].astype(str).str.strip())
+    assert blank_text(frame.iloc[0:0]).shape == (0, 5) and len(stripped_text(frame["text"].iloc[0:0])) == 0

@@ -270,3 +270,25 @@ def test_a_study_without_ratings_gives_an_empty_report() -> None:
     report = reviewer_quality(empty)
     assert report.table.empty and not report.alerts and not report.cusum
     assert any("two reviewers" in note for note in report.notes)
+
+
+def test_per_third_input_is_the_study_fits_input_with_reviewer_thirds_as_groups() -> None:
+    """The per-third refit takes the study fit's input with its rater column renamed: exactly the table
+    built from the relabelled annotations, so the refit's numbers are the same as before."""
+    from review_app.analysis.reviewer_quality import _period_data
+
+    study = synthetic_study(5, tasks=200).sample(frac=1.0, random_state=3)  # rows not in annotation order
+    spec = HarmModelSpec(unrated="level")
+    periods = work_periods(study)
+    labelled = study.assign(rater=study["rater"].astype(str) + "|" + periods.astype(str))
+    built = spec.data(labelled)
+    reused = _period_data(study, periods, spec, spec.data(study))
+    pd.testing.assert_frame_equal(reused, built, check_exact=True)
+    # Without the study fit's input, or when it cannot be matched by annotation id, it is built as before.
+    pd.testing.assert_frame_equal(_period_data(study, periods, spec, None), built, check_exact=True)
+    no_ids = study.drop(columns="annotation_id")
+    pd.testing.assert_frame_equal(
+        _period_data(no_ids, periods, spec, spec.data(no_ids)),
+        spec.data(no_ids.assign(rater=no_ids["rater"].astype(str) + "|" + periods.astype(str))),
+        check_exact=True,
+    )

@@ -60,6 +60,9 @@ def test_lead_plans_draws_a_pool_that_meets_it_and_reads_quality(server, page, b
     page.get_by_role("link", name="Reviewers' quality").click()
     _pick(page, "Study", DEMO_STUDY)
     expect(page.get_by_text("Gold tasks", exact=True)).to_be_visible()
+    # severity comes a moment later (the page shows the rest first, then reruns with it): wait for the
+    # final page, so no element of the run before is still on screen beside its successor
+    expect(page.get_by_text("Computing severity")).to_have_count(0, timeout=60_000)
     table = page.locator("[data-testid='stDataFrame']").first
     expect(table).to_be_visible()
     expect(page.get_by_role("button", name="Download this table (CSV)")).to_be_visible()
