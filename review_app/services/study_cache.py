@@ -70,9 +70,7 @@ from review_app.db.models import (
 from review_app.services.annotations import (
     get_study_row,
     load_annotations,
-    pseudonym,
     rater_labels,
-    rater_names,
 )
 
 T = TypeVar("T")
@@ -589,15 +587,14 @@ def _read_whole(
 
 
 def _both_rater_labels(engine: Engine, study_name: str) -> tuple[dict[int, str], dict[int, str]]:
-    """(reviewer id -> username, reviewer id -> pseudonym) from one read of the study's assignments.
+    """(reviewer id -> username, reviewer id -> pseudonym), read in one session.
 
-    :func:`~review_app.services.annotations.rater_labels` lists reviewers in pseudonym order (first
-    assignment in the study, then id), so the pseudonyms are numbered from the usernames' order
-    instead of grouping every assignment a second time (0.6-1.1 s at 1,250,000 assignments).
+    Each is :func:`~review_app.services.annotations.rater_labels`: one index probe per reviewer
+    account (migration 0008), milliseconds at 1,250,000 assignments.
     """
-    usernames = rater_names(engine, study_name, pseudonymise=False)
-    pseudonyms = {rid: pseudonym("R", n, len(usernames)) for n, rid in enumerate(usernames, start=1)}
-    return usernames, pseudonyms
+    with read_session(engine) as session:
+        study = get_study_row(session, study_name)
+        return rater_labels(session, study.id, pseudonymise=False), rater_labels(session, study.id)
 
 
 def study_rater_labels(
@@ -605,8 +602,7 @@ def study_rater_labels(
 ) -> dict[int, str]:
     """The study's :func:`~review_app.services.annotations.rater_names`, once per data version.
 
-    Reading them groups every assignment of the study (0.6 s at 1,250,000 assignments); the
-    adjudication view needs them on every rerun and the quality report both kinds (usernames and
+    The adjudication view needs them on every rerun and the quality report both kinds (usernames and
     pseudonyms), which one cached read gives. Call it outside a write transaction. ``version``: as
     for :meth:`StudyCache.get`, inside another cached computation only.
     """
