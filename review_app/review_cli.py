@@ -294,9 +294,11 @@ def export(
     leave_out_pending: Annotated[
         bool,
         typer.Option(
-            help="Leave out tasks still pending (fewer ratings than planned); the manifest records the choice."
+            "--leave-out-pending/--include-pending",
+            help="Leave out tasks still pending (fewer ratings than planned; the default), or include them with "
+            "the ratings they have so far; the manifest records the choice.",
         ),
-    ] = False,
+    ] = True,
 ) -> None:
     """Export labels, raw annotations, agreement and analysis tables, LaTeX, a codebook and a manifest."""
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn

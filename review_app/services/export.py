@@ -698,7 +698,7 @@ def _read_snapshot(
     work: Path,
     formats: tuple[str, ...],
     progress: _Progress,
-    pending: str = "include",
+    pending: str = "exclude",
     start_analysis: Callable[[pd.DataFrame, Study, str | None], Future[StudyAnalysis]] | None = None,
 ) -> _Snapshot:
     """Read the study in one snapshot, streaming its labels tables into ``work`` while the snapshot is open.
@@ -807,7 +807,7 @@ def export_study(
     actor: Actor | Reviewer | int = SYSTEM,
     actor_id: int | None = None,
     progress: ProgressCallback | None = None,
-    pending: str = "include",
+    pending: str = "exclude",
 ) -> ExportResult:
     """Write the publication export of a study into ``out_dir`` (a new or empty folder).
 
@@ -819,9 +819,10 @@ def export_study(
     options (references, tie rule, unrated items, penalty), as the analysis page does.
 
     Only a lead of the study or an admin may export it (``actor``; the command line is
-    ``SYSTEM``; ``actor_id=`` is the older spelling). ``pending="exclude"`` leaves out the tasks
-    still pending (``PENDING_RULE``); either way the manifest says how many there are and whether
-    they were left out (``pending`` and ``counts.pending_tasks``). Tasks a lead excluded on the
+    ``SYSTEM``; ``actor_id=`` is the older spelling). Tasks still pending (``PENDING_RULE``) are left
+    out unless ``pending="include"`` (SPEC 2.5: excluded unless the lead includes them); either way
+    the manifest says how many there are and whether they were left out (``pending`` and
+    ``counts.pending_tasks``). Tasks a lead excluded on the
     Flags page are never exported (``counts.excluded_tasks``).
     """
     formats = parse_formats(formats)
@@ -1085,7 +1086,7 @@ def export_archive(
     actor: Actor | Reviewer | int = SYSTEM,
     actor_id: int | None = None,
     progress: ProgressCallback | None = None,
-    pending: str = "include",
+    pending: str = "exclude",
 ) -> ExportArchive:
     """The export as one zip, for a download button (same content as :func:`export_study`).
 

@@ -41,22 +41,26 @@ def _user(engine, person, role="reviewer"):
     return accounts.create_user(engine, profile, actor=SYSTEM)
 
 
-def build_study(engine, tmp_path, *, name="pub", units=24, rubrics=("A", "B")):
-    """A dual-rated study with seeded scores, risky comments and one adjudication; returns the lead."""
-    items = seed_items(engine, tmp_path, units, subsets=("MEDMISQA", "MEDMISMCQA"))
+def build_study(engine, tmp_path, *, name="pub", units=24, rubrics=("A", "B"), unrated=0):
+    """A dual-rated study with seeded scores, risky comments and one adjudication; returns the lead.
+
+    ``unrated`` more units are drawn and assigned but not rated (pending tasks).
+    """
+    items = seed_items(engine, tmp_path, units + unrated, subsets=("MEDMISQA", "MEDMISMCQA"))
     seed_responses(engine, tmp_path, items)
     for person in PEOPLE:
         _user(engine, person)
     lead = _user(engine, LEAD, role="lead")
     studies.create_study(engine, name, rubrics=list(rubrics), actor=SYSTEM)
     studies.set_study_lead(engine, name, lead.username, actor=SYSTEM)
-    studies.draw_pool(engine, name, units, seed=2, actor=SYSTEM)
+    studies.draw_pool(engine, name, units + unrated, seed=2, actor=SYSTEM)
     assignment.assign(engine, name, raters=2, dual_share=1.0, seed=2, actor=SYSTEM)
     rng = random.Random(7)
     comments = iter(RISKY_COMMENTS)
     for key in rubrics:
         keys = (RUBRIC_A if key == "A" else RUBRIC_B).dimension_keys
-        for slots in slots_by_task(engine, name, key).values():
+        by_task = slots_by_task(engine, name, key)
+        for _task, slots in sorted(by_task.items())[: len(by_task) - unrated]:
             base = rng.choice(B_PROFILES) if key == "B" else tuple(rng.choice((1, 2, 2)) for _ in keys)
             for slot in slots:
                 scores = dict(zip(keys, base, strict=True))
@@ -301,7 +305,11 @@ def test_a_study_without_annotations_exports_empty_documented_tables(engine, tmp
     seed_responses(engine, tmp_path, items)
     studies.create_study(engine, "empty", rubrics=["A", "B"], actor=SYSTEM)
     studies.draw_pool(engine, "empty", 3, seed=1, actor=SYSTEM)
-    result = export.export_study(engine, "empty", tmp_path / "out", formats="csv,parquet")
+    left_out = export.export_study(engine, "empty", tmp_path / "default", formats="csv")
+    assert pd.read_csv(left_out.out_dir / "adjudicated_labels_A.csv").empty  # pending tasks are left out by default
+    manifest = json.loads((left_out.out_dir / "manifest.json").read_text())
+    assert manifest["pending"]["excluded"] is True and manifest["pending"]["tasks"] == 6
+    result = export.export_study(engine, "empty", tmp_path / "out", formats="csv,parquet", pending="include")
     labels = pd.read_csv(result.out_dir / "adjudicated_labels_A.csv")
     assert len(labels) == 3 and set(labels["status"]) == {"unrated"}
     raw = pd.read_csv(result.out_dir / "raw_annotations.csv")
@@ -328,7 +336,7 @@ def test_labels_take_the_final_value_by_the_documented_rule(engine, tmp_path):
     rate(engine, slots[t_single][0], b | {"final_correctness": 0})
     adjudication.adjudicate(engine, t_adjudicated, actor=lead, final_scores=b | {"harm_potential": 1},
                             status="adjudicated", rationale="moderate", expected_version=0)  # fmt: skip
-    result = export.export_study(engine, "s", tmp_path / "out", formats="csv", n_boot=20)
+    result = export.export_study(engine, "s", tmp_path / "out", formats="csv", n_boot=20, pending="include")
     labels = pd.read_csv(result.out_dir / "adjudicated_labels_B.csv", dtype=str, keep_default_na=False)
     labels = labels.set_index(labels["task_id"].astype(int))
     row = labels.loc[t_adjudicated]
@@ -383,7 +391,7 @@ def test_review_export_defaults_to_a_new_folder_in_the_export_dir(cli_db, tmp_pa
 
 
 def test_review_export_leaves_out_pending_tasks_and_refuses_a_lead_of_another_study(cli_db, tmp_path):
-    build_study(cli_db, tmp_path, units=4)
+    build_study(cli_db, tmp_path, units=4, unrated=2)
     other = _user(cli_db, ("olga.other", "Dr Olga Other", "olga@example.org"), role="lead")
     studies.create_study(cli_db, "elsewhere", rubrics=["A"], actor=other)
     refused = runner.invoke(
@@ -400,4 +408,19 @@ def test_review_export_leaves_out_pending_tasks_and_refuses_a_lead_of_another_st
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["pending"]["excluded"] is True
-    assert manifest["pending"]["tasks"] == manifest["counts"]["pending_tasks"]
+    assert manifest["pending"]["tasks"] == manifest["counts"]["pending_tasks"] > 0
+    default = runner.invoke(
+        app, ["review", "export", "--study", "pub", "--out", str(tmp_path / "d"), "--format", "csv"]
+    )
+    assert default.exit_code == 0, default.output
+    assert json.loads((tmp_path / "d" / "manifest.json").read_text())["pending"] == manifest["pending"]
+    kept = runner.invoke(
+        app,
+        ["review", "export", "--study", "pub", "--out", str(tmp_path / "k"), "--format", "csv", "--include-pending"],
+    )
+    assert kept.exit_code == 0, kept.output
+    included = json.loads((tmp_path / "k" / "manifest.json").read_text())
+    assert (
+        included["pending"]["excluded"] is False
+        and included["counts"]["tasks"] == manifest["counts"]["tasks"] + manifest["pending"]["tasks"]
+    )

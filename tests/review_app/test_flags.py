@@ -195,12 +195,12 @@ def test_export_states_pending_tasks_and_can_leave_them_out(study, tmp_path):
         rate(engine, assignment, b(2, 2, 2, 2))
     rate(engine, slots[tasks[1]][0], b(1, 1, 1, 1))  # one of two raters: pending
     assert export.pending_tasks(engine, "s", actor=lead) == 3
-    kept = export.export_study(engine, "s", tmp_path / "kept", formats="csv", n_boot=20, actor=lead)
+    kept = export.export_study(engine, "s", tmp_path / "kept", formats="csv", n_boot=20, actor=lead, pending="include")
     manifest = json.loads((kept.out_dir / "manifest.json").read_text())
     assert manifest["pending"]["tasks"] == 3 and manifest["pending"]["excluded"] is False
     assert manifest["counts"]["pending_tasks"] == 3 and manifest["counts"]["tasks"] == 4
     assert "3 tasks are still pending" in manifest["notes"][0] and "included" in manifest["notes"][0]
-    left = export.export_study(engine, "s", tmp_path / "left", formats="csv", n_boot=20, actor=lead, pending="exclude")
+    left = export.export_study(engine, "s", tmp_path / "left", formats="csv", n_boot=20, actor=lead)  # the default
     manifest = json.loads((left.out_dir / "manifest.json").read_text())
     assert manifest["pending"] == {"tasks": 3, "excluded": True, "rule": export.PENDING_RULE}
     assert manifest["counts"]["tasks"] == 1 and manifest["counts"]["annotations_in_force"] == 2

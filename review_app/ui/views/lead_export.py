@@ -29,13 +29,14 @@ except ServiceError as exc:  # not a lead of this study: say so, offer nothing
     st.stop()
 formats = st.multiselect("Formats", ["csv", "jsonl", "parquet"], default=["csv", "jsonl", "parquet"])
 real_names = st.toggle("Use reviewers' usernames instead of pseudonyms")
-leave_out = False
+include = False
 if pending:
     st.warning(
-        f"{pending:,} task{' is' if pending == 1 else 's are'} still pending (fewer ratings than planned). "
-        "Include them with the ratings they have so far, or leave them out; the manifest records which."
+        f"{pending:,} task{' is' if pending == 1 else 's are'} still pending (fewer ratings than planned) and "
+        "left out of the export unless you include them with the ratings they have so far; the manifest "
+        "records which."
     )
-    leave_out = st.toggle("Leave pending tasks out of the export", key=f"export_pending:{study.name}")
+    include = st.toggle("Include pending tasks in the export", key=f"export_pending:{study.name}")
 else:
     st.caption("No task is pending: every task has all its planned ratings.")
 key = f"export_archive:{study.name}"
@@ -48,7 +49,7 @@ if st.button("Build export", type="primary", disabled=not formats):
             formats=tuple(formats),
             real_names=real_names,
             actor=user,
-            pending="exclude" if leave_out else "include",
+            pending="include" if include else "exclude",
             progress=lambda done, text: bar.progress(done, text=text),
         )
         bar.empty()

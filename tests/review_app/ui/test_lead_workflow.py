@@ -177,7 +177,7 @@ def test_export_follows_the_selected_study_and_states_pending_tasks(demo_db):
     assert not lead.exception, lead.exception
     first = _manifest(lead.session_state[f"export_archive:{DEMO_STUDY}"])
     assert first["study"]["name"] == DEMO_STUDY
-    assert first["pending"]["tasks"] == pending and first["pending"]["excluded"] is False
+    assert first["pending"]["tasks"] == pending and first["pending"]["excluded"] is True  # SPEC 2.5 default
     assert len(lead.get("download_button")) == 1
 
     next(s for s in lead.selectbox if s.label == "Study").set_value(DEMO_JUDGE_STUDY).run()
@@ -190,8 +190,8 @@ def test_export_follows_the_selected_study_and_states_pending_tasks(demo_db):
     manifest = _manifest(archive)
     assert manifest["study"]["name"] == DEMO_JUDGE_STUDY and manifest["study"]["rubrics"] == ["judge"]
     judge_pending = export.pending_tasks(demo_db, DEMO_JUDGE_STUDY, actor=SYSTEM)
-    assert manifest["pending"] == {"tasks": judge_pending, "excluded": True, "rule": export.PENDING_RULE}
-    assert any("left out of this export" in i.value for i in lead.info)
+    assert manifest["pending"] == {"tasks": judge_pending, "excluded": False, "rule": export.PENDING_RULE}
+    assert any("included with the ratings they have so far" in i.value for i in lead.info)
 
     next(s for s in lead.selectbox if s.label == "Study").set_value(DEMO_STUDY).run()
     assert _manifest(lead.session_state[f"export_archive:{DEMO_STUDY}"])["study"]["name"] == DEMO_STUDY
