@@ -366,14 +366,14 @@ def time_pages(figures: dict[str, float]) -> None:
             print(f"   {'':<20} severity shown after {figures['lead_quality_severity_s']:7.2f} s", flush=True)
 
 
-def time_export(url: str, workdir: Path) -> tuple[float, float]:
+def time_export(url: str, workdir: Path, *flags: str) -> tuple[float, float]:
     """``medrev review export`` in a child process: (seconds, peak RSS in MB)."""
     out = workdir / f"export-{uuid.uuid4().hex[:6]}"
     env = os.environ | {"MEDREV_DATABASE_URL": url}
     medrev = Path(sys.executable).with_name("medrev")
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [str(medrev), "review", "export", "--study", STUDY, "--out", str(out)],
+        [str(medrev), "review", "export", "--study", STUDY, "--out", str(out), *flags],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -466,7 +466,7 @@ def time_next_task(engine, n: int) -> tuple[float, float]:
     return p95(samples) * 1000, p95(baseline) * 1000
 
 
-def measure(url: str, backend: str, workdir: Path, samples: int) -> dict[str, float]:
+def measure(url: str, backend: str, workdir: Path, samples: int, include_pending: bool = False) -> dict[str, float]:
     from review_app.db.connect import dispose_engines, get_engine
     from review_app.db.statistics import refresh_statistics
     from review_app.services import progress
@@ -495,6 +495,10 @@ def measure(url: str, backend: str, workdir: Path, samples: int) -> dict[str, fl
     seconds, peak = time_export(url, workdir)
     figures["export_s"], figures["export_rss_mb"] = round(seconds, 2), round(peak, 1)
     print(f"   export (medrev review export)          {seconds:7.2f} s, peak RSS {peak:.0f} MB", flush=True)
+    if include_pending:
+        seconds, peak = time_export(url, workdir, "--include-pending")
+        figures["export_with_pending_s"], figures["export_with_pending_rss_mb"] = round(seconds, 2), round(peak, 1)
+        print(f"   export --include-pending               {seconds:7.2f} s, peak RSS {peak:.0f} MB", flush=True)
 
     reviewers = _Reviewers(engine)
     idle = reviewers.sample(samples)
@@ -541,7 +545,7 @@ def measure(url: str, backend: str, workdir: Path, samples: int) -> dict[str, fl
     return figures
 
 
-def run(backend: str, scale: float, samples: int) -> dict[str, float]:
+def run(backend: str, scale: float, samples: int, include_pending: bool = False) -> dict[str, float]:
     import psycopg
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -569,7 +573,7 @@ def run(backend: str, scale: float, samples: int) -> dict[str, float]:
                 f"annotations, {info['reviewers']} reviewers (bulk build {info['build_s']:.1f} s)",
                 flush=True,
             )
-            return measure(url, backend, workdir, samples)
+            return measure(url, backend, workdir, samples, include_pending)
         finally:
             if cleanup:
                 with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
@@ -587,6 +591,11 @@ def main() -> None:
         metavar="URL",
         help="measure a database an earlier --build filled (it is not rebuilt; reviewers' submits stay in it)",
     )
+    parser.add_argument(
+        "--export-with-pending",
+        action="store_true",
+        help="also time the export with the pending tasks included (--include-pending; export_with_pending_s)",
+    )
     args = parser.parse_args()
     if args.build:
         print(json.dumps(build(args.build, args.scale)))
@@ -594,11 +603,16 @@ def main() -> None:
     if args.use:
         with tempfile.TemporaryDirectory() as tmp:
             backend = "postgresql" if args.use.startswith("postgresql") else "sqlite"
-            print(json.dumps({backend: measure(args.use, backend, Path(tmp), args.samples)}, sort_keys=True))
+            print(
+                json.dumps(
+                    {backend: measure(args.use, backend, Path(tmp), args.samples, args.export_with_pending)},
+                    sort_keys=True,
+                )
+            )
         return
     results = {}
     for backend in ("sqlite", "postgresql") if args.db == "both" else (args.db,):
-        results[backend] = run(backend, args.scale, args.samples)
+        results[backend] = run(backend, args.scale, args.samples, args.export_with_pending)
     print(json.dumps(results, sort_keys=True))
 
 
