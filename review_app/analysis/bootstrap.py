@@ -50,15 +50,16 @@ def cluster_mean_ci(
     rng = np.random.default_rng(seed)
     present = ~np.isnan(values)
     filled = np.where(present, values, 0.0)
+    distinct, distinct_present, shares = _distinct_rows(filled, present)
     sums = np.empty((n_boot, k))
     counts = np.empty((n_boot, k))
-    chunk = max(1, min(n_boot, 4_000_000 // max(n, 1)))
+    chunk = max(1, min(n_boot, 4_000_000 // len(shares)))
     done = 0
     while done < n_boot:
         size = min(chunk, n_boot - done)
-        multiplicity = rng.multinomial(n, np.full(n, 1 / n), size=size).astype(float)
-        sums[done : done + size] = multiplicity @ filled
-        counts[done : done + size] = multiplicity @ present
+        multiplicity = rng.multinomial(n, shares, size=size).astype(float)
+        sums[done : done + size] = multiplicity @ distinct
+        counts[done : done + size] = multiplicity @ distinct_present
         done += size
         if progress is not None:
             progress(done / n_boot)
@@ -78,3 +79,22 @@ def cluster_mean_ci(
             reason = "every task has the same value: the interval has zero width"
         out.append(BootstrapCI(float(low), float(high), n_boot, seed, confidence, reason))
     return out
+
+
+def _distinct_rows(filled: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct clusters (value and presence rows), in order of first appearance, and their shares.
+
+    Drawing ``n`` clusters with replacement and counting how often each *distinct* row was drawn is
+    a multinomial over the distinct rows with probabilities their shares of the clusters: the same
+    distribution of resampled means as a multinomial over every cluster, at a cost that grows with
+    the distinct rows (a few hundred: per-task means of 0-2 scores) instead of the clusters (2,000
+    resamples of 100,000 tasks: 6.9 s of draws, now milliseconds). When every row is distinct the
+    shares are ``1/n`` in the clusters' order, so the draws are exactly those of one multinomial per
+    cluster with the same seed.
+    """
+    key = np.ascontiguousarray(np.hstack([filled, present.astype(float)]))
+    rows = key.view(np.dtype((np.void, key.dtype.itemsize * key.shape[1]))).ravel()
+    _, first, sizes = np.unique(rows, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    picked = first[order]
+    return filled[picked], present[picked], sizes[order] / len(rows)
