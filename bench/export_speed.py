@@ -115,6 +115,7 @@ def stages(url: str, study_name: str) -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
+    from review_app.analysis.bootstrap import _distinct_rows
     from review_app.analysis.layout import select_rubric
     from review_app.analysis.rubric_a import COMPOSITE, summarise_rubric_a, task_means
     from review_app.analysis.rubric_b import summarise_rubric_b
@@ -144,22 +145,36 @@ def stages(url: str, study_name: str) -> dict[str, float]:
         values = task_means(select_rubric(frame, "A"), RUBRIC_A)[[*RUBRIC_A.dimension_keys, COMPOSITE]]
         values = values.to_numpy(dtype=float)
         n, rng = len(values), np.random.default_rng(0)
-        chunk = max(1, min(2000, 4_000_000 // max(n, 1)))
+        present = ~np.isnan(values)
+        distinct, _present, shares = timed(
+            "  of which distinct task rows", lambda: _distinct_rows(np.where(present, values, 0.0), present)
+        )
+        chunk = max(1, min(2000, 4_000_000 // len(shares)))
         for done in range(0, 2000, chunk):  # the bootstrap's two parts, as cluster_mean_ci runs them
             size = min(chunk, 2000 - done)
-            draws = timed("  of which multinomial draws", lambda s=size: rng.multinomial(n, np.full(n, 1 / n), size=s))
-            timed("  of which matrix products", lambda d=draws: d.astype(float) @ np.nan_to_num(values))
+            draws = timed("  of which multinomial draws", lambda s=size: rng.multinomial(n, shares, size=s))
+            timed("  of which matrix products", lambda d=draws: d.astype(float) @ distinct)
         timed("rubric B summary", lambda: summarise_rubric_b(frame, tie_rule=options.tie_rule))
         timed("harm model", lambda: harm_model(frame, options.harm_spec(model)))
         decisions = latest_adjudications(session, study.id)
         adjudicators = adjudicator_labels(session, study.id, pseudonymise=True)
+        # the default export: pending tasks left out (SPEC 2.5); only rated tasks are read, then the pending dropped
+        rated = export._rated_counts(frame)
         for key in study.rubric_keys:
             rows = frame.loc[frame["rubric"] == key]
             most = export._task_stats(session, study.id, get_rubric(key))[1]
             builder = LabelsBuilder(key, rows, decisions, adjudicators, labels_width(rows, most))
             outputs = [export.TableFile(Path(tmp), f"labels_{key}", fmt) for fmt in export.EXPORT_FORMATS]
-            chunks = export._task_chunks(session, study.id, get_rubric(key))
-            while (chunk_rows := timed("labels: database read", lambda c=chunks: next(c, None))) is not None:
+            chunks = export._task_chunks(session, study.id, get_rubric(key), rated_only=True)
+
+            def complete(c=chunks):
+                chunk = next(c, None)
+                if chunk is None:
+                    return None
+                ids, targets = chunk["task_id"].to_numpy(np.int64), chunk["target_raters"].to_numpy(np.int64)
+                return chunk.loc[~export._is_pending(ids, targets, rated)]
+
+            while (chunk_rows := timed("labels: database read", complete)) is not None:
                 table = timed("labels: table building", lambda c=chunk_rows, b=builder: b.table(c, n_rows=0))
                 for out in outputs:
                     timed(f"labels: {out.fmt} writing", lambda o=out, t=table: o.write(t.frame))

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import Engine, func
+from sqlalchemy import Engine, exists, func, or_
 from sqlmodel import Session, select
 
 from bench_core.kernel.latex import packages
@@ -577,9 +577,14 @@ def snapshot_session(engine: Engine) -> Iterator[Session]:
         yield session
 
 
-def _tasks_query(study_id: int, rubric: Rubric):
+def _tasks_query(study_id: int, rubric: Rubric, *, rated_only: bool = False):
     """The study's tasks of one rubric in pool order (gold tasks left out: they serve quality only),
-    as the columns the labels table needs (no item or response bodies)."""
+    as the columns the labels table needs (no item or response bodies).
+
+    ``rated_only``: only tasks with an annotation (or no planned rater), the ones that can be
+    complete: an export that leaves the pending tasks out reads the rated tasks, not every task of
+    the pool (160,000 of 1,000,000 in the panel-scale benchmark).
+    """
     query = select(
         Task.id,
         Item.id,
@@ -595,7 +600,10 @@ def _tasks_query(study_id: int, rubric: Rubric):
         query = query.add_columns(ModelResponse.model, ModelResponse.condition, ModelResponse.auto_label).outerjoin(
             ModelResponse, ModelResponse.id == Task.response_id
         )
-    return query.where(*_study_tasks(study_id, rubric)).order_by(Task.pool_rank, Task.id)
+    query = query.where(*_study_tasks(study_id, rubric))
+    if rated_only:
+        query = query.where(or_(Task.target_raters <= 0, exists().where(Annotation.task_id == Task.id)))
+    return query.order_by(Task.pool_rank, Task.id)
 
 
 def _study_tasks(study_id: int, rubric: Rubric) -> tuple:
@@ -610,7 +618,9 @@ def _study_tasks(study_id: int, rubric: Rubric) -> tuple:
 _TASK_KEYS = (C.task, C.item, "external_id", "unit_key", C.subset, "language", C.content_type, C.provenance)
 
 
-def _task_chunks(session: Session, study_id: int, rubric: Rubric) -> Iterator[pd.DataFrame]:
+def _task_chunks(
+    session: Session, study_id: int, rubric: Rubric, *, rated_only: bool = False
+) -> Iterator[pd.DataFrame]:
     """The rows of :func:`_tasks_query`, ``CHUNK_ROWS`` at a time, streamed from the database (a server-side
     cursor on PostgreSQL), so the study's tasks are never all in memory. Read through the session's
     connection as plain tuples (the ORM's row processing cost more than the query at a million tasks);
@@ -622,7 +632,7 @@ def _task_chunks(session: Session, study_id: int, rubric: Rubric) -> Iterator[pd
     if rubric.needs_response:
         keys = [*keys, C.model, "condition", C.auto_label]
     connection = session.connection()
-    query = _tasks_query(study_id, rubric)
+    query = _tasks_query(study_id, rubric, rated_only=rated_only)
     if connection.dialect.name == "sqlite":  # no server-side cursor: SQLAlchemy buffers no row ahead
         result = connection.execute(query)
         batches: Iterator[Sequence[Sequence[Any]]] = iter(lambda: result.cursor.fetchmany(CHUNK_ROWS), [])
@@ -740,11 +750,11 @@ def _read_snapshot(
             builder = LabelsBuilder(key, rows, decisions, adjudicators, labels_width(rows, stats[key][1]))
             outputs = [TableFile(work, f"adjudicated_labels_{key}", fmt) for fmt in formats]
             first: Table | None = None
-            for chunk in _task_chunks(session, study.id, rubric):
-                written += len(chunk)
+            for chunk in _task_chunks(session, study.id, rubric, rated_only=leave_out):
                 if leave_out:
                     ids, targets = chunk[C.task].to_numpy(np.int64), chunk["target_raters"].to_numpy(np.int64)
                     chunk = chunk.loc[~_is_pending(ids, targets, rated)]
+                written += len(chunk)
                 table = builder.table(chunk, n_rows=stats[key][0])
                 first = first or table
                 for out in outputs:
