@@ -275,7 +275,7 @@ def _fetch(
     if wanted_tasks is not None:
         query = query.where(Annotation.task_id.in_(wanted_tasks))
     connection = session.connection()
-    rows = _driver_rows(connection, query)
+    rows = driver_rows(connection, query)
     dimensions = dimension_columns(rubrics)
     packed = [
         func.sum(
@@ -288,7 +288,7 @@ def _fetch(
     return rows, scores, names, rubrics
 
 
-def _driver_rows(connection: Connection, statement) -> list[tuple]:
+def driver_rows(connection: Connection, statement) -> list[tuple]:
     """Every row of ``statement`` as the database driver returns them (tuples of raw values).
 
     SQLAlchemy's ``Row`` per row cost 0.6 s of a 200,000-row read; the frame's columns need no type
@@ -319,7 +319,7 @@ def _score_rows(connection: Connection, packed: list, annotation_ids: list[int])
     statement = select(AnnotationScore.annotation_id, *packed).group_by(AnnotationScore.annotation_id)
     lowest, highest = min(annotation_ids), max(annotation_ids)
     if highest - lowest < _RANGE_SPREAD * len(annotation_ids):
-        return _driver_rows(connection, statement.where(AnnotationScore.annotation_id.between(lowest, highest)))
+        return driver_rows(connection, statement.where(AnnotationScore.annotation_id.between(lowest, highest)))
     ids = sorted(annotation_ids)
     # PostgreSQL takes the ids as one array parameter (an IN list of 10,000 binds costs more to
     # compile and send than the scores to read); SQLite has no arrays and takes IN lists in chunks.
@@ -333,7 +333,7 @@ def _score_rows(connection: Connection, packed: list, annotation_ids: list[int])
             if array
             else AnnotationScore.annotation_id.in_(part)
         )
-        scores += _driver_rows(connection, statement.where(wanted))
+        scores += driver_rows(connection, statement.where(wanted))
     return scores
 
 
