@@ -45,6 +45,15 @@ st.html(
     ".stElementContainer[class*='-kb'] kbd{display:none;}</style>"
 )
 require_database()  # a database fault is one sentence here, never a traceback
+# The services whose statistics run in the compute worker process. It is started (and imports them) at the
+# server's first page run, whoever it is for: a worker's start took 1-1.5 s, which a lead's first
+# statistic waited for when it began at the lead's sign-in; afterwards this costs a lock and a check.
+LEAD_JOB_MODULES = (
+    "review_app.services.study_analysis",
+    "review_app.services.quality",
+    "review_app.services.adjudication",
+)
+compute_workers.prestart(engine(), LEAD_JOB_MODULES)
 
 user = refresh_user()
 if user is None and oidc_configured() and getattr(st.user, "is_logged_in", False):
@@ -68,12 +77,6 @@ if user is None:
         st.navigation(sign_in, position="hidden").run()
     st.stop()
 
-# The services whose statistics run in the compute worker (imported there when a lead's session starts).
-LEAD_JOB_MODULES = (
-    "review_app.services.study_analysis",
-    "review_app.services.quality",
-    "review_app.services.adjudication",
-)
 sections: dict[str, list] = {}
 for script, title, icon, section, roles in PAGES:
     if user.role in roles:
@@ -82,8 +85,6 @@ for script, title, icon, section, roles in PAGES:
         )
 # Every page listed (no "View more"): a lead's pages must all be one click away.
 page = st.navigation(sections, expanded=True)
-if user.role in ("lead", "admin"):  # lead statistics run in a worker process: start it before the first is asked
-    compute_workers.prestart(engine(), LEAD_JOB_MODULES)
 with st.sidebar:
     st.markdown(f"**{plain(user.display_name)}**  \n{user.role}")
     st.button("Sign out", on_click=sign_out, icon=":material/logout:")
