@@ -580,7 +580,21 @@ def run(backend: str, scale: float, samples: int, include_pending: bool = False)
                     conn.execute(f'DROP DATABASE IF EXISTS "{cleanup}" WITH (FORCE)')
 
 
+def _as_the_app_process() -> None:
+    """Run again under the process settings ``medrev app`` gives its server (``PROCESS_DEFAULTS``), if unset.
+
+    This process stands in for the app's server (its AppTest sessions and reviewers' threads), so its
+    memory is measured under the same allocator settings; glibc reads them at start only.
+    """
+    from review_app.ui.server import PROCESS_DEFAULTS
+
+    missing = {key: value for key, value in PROCESS_DEFAULTS.items() if key not in os.environ}
+    if missing:
+        os.execve(sys.executable, [sys.executable, *sys.argv], os.environ | missing)
+
+
 def main() -> None:
+    _as_the_app_process()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the study size (0.1: a quick check)")
