@@ -670,7 +670,7 @@ class _Snapshot:
     snapshot_utc: str
     first_model: str | None = None
     pending: dict[str, Any] | None = None
-    analysis: Future[StudyAnalysis] | None = None  # the statistics of ``frame``, computed alongside the labels
+    analysis: Future[_Statistics] | None = None  # the statistics of ``frame``, computed alongside the labels
 
 
 def _rated_counts(frame: pd.DataFrame) -> pd.Series:
@@ -702,10 +702,11 @@ def _pending_tasks(
     has_annotation = exists().where(Annotation.task_id == Task.id)
     for key in rubric_keys:
         tasks = _study_tasks(study_id, get_rubric(key))
-        # a task without any annotation is pending when it plans a rater: counted by the database (most of
-        # a large pool: 840,000 of 1,000,000 tasks, which were read as pairs in 5 s); the others compared here
+        # a task without any annotation is pending when it plans a rater: those are counted by the database
+        # (most of a large pool: 840,000 of 1,000,000 tasks, which were read as pairs in 5 s) as the tasks
+        # planning a rater less those of them with annotations (read below); the others are compared here
         counts[key] = session.execute(
-            select(func.count()).select_from(Task).where(*tasks, Task.target_raters > 0, ~has_annotation)
+            select(func.count()).select_from(Task).where(*tasks, Task.target_raters > 0)
         ).scalar_one()
         for part in range(0, len(unrated_wanted), 10_000):
             ids = unrated_wanted[part : part + 10_000]
@@ -715,7 +716,7 @@ def _pending_tasks(
         # two integers per rated task, as the driver returns them (SQLAlchemy's rows cost more than the query)
         pairs = np.array(driver_rows(session.connection(), query), dtype=np.int64).reshape(-1, 2)
         pending = _is_pending(pairs[:, 0], pairs[:, 1], rated)
-        counts[key] += int(pending.sum())
+        counts[key] += int(pending.sum()) - int((pairs[:, 1] > 0).sum())
         found.update(pairs[pending & np.isin(pairs[:, 0], wanted), 0].tolist())
     return counts, found
 
@@ -728,7 +729,7 @@ def _read_snapshot(
     formats: tuple[str, ...],
     progress: _Progress,
     pending: str = "exclude",
-    start_analysis: Callable[[pd.DataFrame, Study, str | None], Future[StudyAnalysis]] | None = None,
+    start_analysis: Callable[[pd.DataFrame, Study, str | None], Future[_Statistics]] | None = None,
 ) -> _Snapshot:
     """Read the study in one snapshot, streaming its labels tables into ``work`` while the snapshot is open.
 
@@ -862,15 +863,16 @@ def export_study(
     destination = _prepare_destination(Path(out_dir))
     report = _Progress(progress)
     report(0.0, "Reading the study")
+    compute_workers.prestart(engine, (__name__,))  # its start overlaps the snapshot's read (a CLI export's own)
     work = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent))
     # The statistics run while the labels tables are streamed: same inputs, same numbers. They run in a
     # compute worker process (see ``_statistics``), waited on by a thread of this one.
     statistics = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medrev-export-analysis")
 
-    def start_analysis(frame: pd.DataFrame, study: Study, model: str | None) -> Future[StudyAnalysis]:
+    def start_analysis(frame: pd.DataFrame, study: Study, model: str | None) -> Future[_Statistics]:
         options = AnalysisOptions.from_settings(study.settings)
         return statistics.submit(
-            _statistics, engine, frame, study.rubric_keys, study.name, n_boot, seed, options, model
+            _statistics, engine, frame, study.rubric_keys, study.name, n_boot, seed, options, model, work, formats
         )
 
     try:
@@ -890,18 +892,14 @@ def export_study(
         def add(path: Path, **info: Any) -> None:
             files.append(_file(work, path, **info))
 
-        report(0.45, "Computing the analysis")
-        analysis = snapshot.analysis.result()
-        tables = [
-            raw_annotations_table(snapshot.frame, study.rubric_keys),
-            agreement_table(analysis),
-            *rubric_a_tables(analysis),
-            *rubric_b_tables(analysis),
-            *harm_model_table(analysis),
-            *harm_model_input_table(analysis),
-        ]
+        report(0.45, "Computing the analysis and writing the raw annotations")
+        computed = snapshot.analysis.result()
+        analysis = replace(computed.analysis, annotations=snapshot.frame)
+        files += computed.files[: computed.n_leading_files]
+        tables = [agreement_table(analysis), *rubric_a_tables(analysis), *rubric_b_tables(analysis)]
+        tables += harm_model_table(analysis)
         latex = latex_tables(analysis)
-        writing = report.span(0.65, 0.95)
+        writing = report.span(0.85, 0.95)
         total = max(sum(table.rows for table in tables) * len(formats), 1)
         done = 0
         for table in tables:
@@ -909,7 +907,9 @@ def export_study(
                 step = writing.span(done / total, (done + table.rows) / total)
                 add(write_table(table, work, fmt, step), table=table.name, format=fmt, rows=table.rows)
                 done += table.rows
-        tables = [*snapshot.labels, *tables]
+        files += computed.files[computed.n_leading_files :]
+        leading = computed.tables[: computed.n_leading_tables]
+        tables = [*snapshot.labels, *leading, *tables, *computed.tables[computed.n_leading_tables :]]
         report(0.95, "Writing the codebook and manifest")
         if latex:
             (work / "latex").mkdir()
@@ -989,6 +989,22 @@ def export_study(
     )
 
 
+@dataclass(frozen=True, eq=False)
+class _Statistics:
+    """What the export's worker job gives back: the analysis and the large tables it wrote.
+
+    ``tables`` are the written tables with their columns and types but no rows (``n_rows`` says how
+    many), in the order of the export: the raw annotations first (``n_leading_tables``), the harm
+    model's input last; ``files`` are their files in the same order (``n_leading_files`` first).
+    """
+
+    analysis: StudyAnalysis
+    tables: list[Table]
+    files: list[ExportedFile]
+    n_leading_tables: int
+    n_leading_files: int
+
+
 def _statistics(
     engine: Engine,
     frame: pd.DataFrame,
@@ -998,20 +1014,22 @@ def _statistics(
     seed: int,
     options: AnalysisOptions,
     model: str | None,
-) -> StudyAnalysis:
-    """:func:`analyse` of the export's frame, in a compute worker process (``compute_workers``).
+    work: Path,
+    formats: tuple[str, ...],
+) -> _Statistics:
+    """:func:`analyse` of the export's frame, and the raw annotations and harm-model input files, in a
+    compute worker process (``compute_workers``).
 
-    At full scale they are ~12 s of CPU (Rubric A bootstrap 8.3 s, of which numpy's multinomial draws
-    7.2 s; harm model 2.0 s; agreement 0.9 s), mostly holding the GIL (the multinomial draws do): in
-    a thread of the exporting process they took that time from the labels streaming (~18 s of CPU,
-    the export's longest part). In a worker (the second core) they do not. The worker gets the
-    snapshot's frame itself (it must not read the database again: another moment), and sends the
-    analysis back without the frame's rows, which this process has already.
+    The statistics are ~2 s of CPU at full scale and the two per-annotation tables in three formats
+    ~3 s more, mostly holding the GIL: in this process they took that time from the labels streaming
+    (the export's longest part). In a worker (the second core) they do not. The worker gets the
+    snapshot's frame itself (it must not read the database again: another moment), writes into the
+    export's temporary folder (removed whole if the export fails), and sends back the analysis
+    without the frame's rows, which this process has already.
     """
-    analysis = compute_workers.run(
-        engine, _statistics_job, frame, rubric_keys, study_name, n_boot, seed, options, model
+    return compute_workers.run(
+        engine, _statistics_job, frame, rubric_keys, study_name, n_boot, seed, options, model, str(work), formats
     )
-    return replace(analysis, annotations=frame)
 
 
 def _statistics_job(
@@ -1023,12 +1041,29 @@ def _statistics_job(
     seed: int,
     options: AnalysisOptions,
     model: str | None,
-) -> StudyAnalysis:
-    """The export's statistics on ``frame`` (a compute-worker job), returned without the frame's rows."""
+    work: str,
+    formats: tuple[str, ...],
+) -> _Statistics:
+    """The export's statistics on ``frame``, and its two per-annotation tables written to ``work`` (a worker job)."""
     analysis = analyse(
         frame, rubric_keys, study=study_name, n_boot=n_boot, seed=seed, options=options, first_model=model
     )
-    return replace(analysis, annotations=frame.iloc[:0])
+    folder = Path(work)
+    leading = [raw_annotations_table(frame, rubric_keys)]
+    trailing = harm_model_input_table(analysis)
+    files: list[ExportedFile] = []
+    for table in (*leading, *trailing):
+        for fmt in formats:
+            path = write_table(table, folder, fmt)
+            files.append(_file(folder, path, table=table.name, format=fmt, rows=table.rows))
+    written = [replace(table, frame=table.frame.iloc[:0], n_rows=table.rows) for table in (*leading, *trailing)]
+    return _Statistics(
+        analysis=replace(analysis, annotations=frame.iloc[:0]),
+        tables=written,
+        files=files,
+        n_leading_tables=len(leading),
+        n_leading_files=len(leading) * len(formats),
+    )
 
 
 def check_exporter(engine: Engine, study_name: str, actor: Actor) -> int | None:
