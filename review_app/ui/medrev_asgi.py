@@ -23,17 +23,24 @@ import streamlit as st
 from review_app.ui.routes import routes
 
 # What the pages import (the score panel's module registers a browser component, so it is left to
-# the first run; its own imports are here). Loaded now so their objects are frozen below.
+# the first run; its own imports are here). Loaded now so their objects are frozen below;
+# tests/review_app/ui/test_startup_freeze.py checks the list against the pages' imports.
 PRELOAD = (
     "review_app.rubrics",
     "review_app.services.accounts",
+    "review_app.services.adjudication",
+    "review_app.services.assignment",
     "review_app.services.compute_workers",
+    "review_app.services.export",
     "review_app.services.export_tables",
     "review_app.services.flags",
+    "review_app.services.importing",
     "review_app.services.judge_audit",
     "review_app.services.paper_tables",
+    "review_app.services.progress",
     "review_app.services.reviewing",
     "review_app.services.sessions",
+    "review_app.services.studies",
     "review_app.services.study_analysis",
     "review_app.analysis.harm_model",
     "review_app.analysis.planning",
@@ -44,6 +51,7 @@ PRELOAD = (
     "review_app.ui.components.charts",
     "review_app.ui.components.database",
     "review_app.ui.components.material",
+    "review_app.ui.components.paper_table",
     "review_app.ui.components.pickers",
     "review_app.ui.components.quality",
     "review_app.ui.components.text",
