@@ -7,7 +7,10 @@ a reviewer scores the five dimensions (mouse clicks, each waited for) and submit
 from the Submit click to the next task's panel on screen with the script finished is measured in
 the page (``performance.now()``, checked every animation frame); on the bare page, the time from
 the click to the new count on screen with the script finished. Prints medians and p95 of both,
-the score click too, and the ratio (target: submit-to-next <= 1.5x the bare click).
+the score click too, and the ratio (target: submit-to-next <= 1.5x the bare click). Where the time
+goes: the page also notes when each websocket message from the server arrives, so each click splits
+into "to the last message" (the server's run and its sending) and "last message to on screen" (the
+browser drawing it).
 
 Then the server side: AppTest runs of the review page script (signed in with a real session
 token) against an empty page in the same app shell, in this process, median and p95.
@@ -76,6 +79,20 @@ with st.sidebar:
     st.button("Sign out", on_click=sign_out)
 page.run()
 """
+# Notes the arrival time of every message from the server (the app's websocket), for the split.
+WS_PROBE = """
+(() => {
+  const Native = window.WebSocket;
+  window.__mrWsIn = [];
+  class Probed extends Native {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', () => window.__mrWsIn.push(performance.now()));
+    }
+  }
+  window.WebSocket = Probed;
+})();
+"""
 IDLE = "document.querySelector(\"[data-testid='stApp']\")?.getAttribute('data-test-script-state') === 'notRunning'"
 # Click, then wait (checking every animation frame) until ``done`` holds with the script finished
 # (and, with ``needRun``, after a script run was seen: a score shows at once, before its rerun);
@@ -95,6 +112,7 @@ async ([selector, text, done, needRun]) => {
   const target = [...document.querySelectorAll(selector)].find(e => !text || e.textContent.trim() === text);
   if (!target) throw new Error('nothing to click: ' + selector + ' ' + text);
   const finished = new Function('return (' + done + ')');
+  window.__mrWsIn = [];
   const start = performance.now();
   target.click();
   await new Promise((resolve, reject) => {
@@ -111,7 +129,10 @@ async ([selector, text, done, needRun]) => {
     check();
   });
   observer.disconnect();
-  return ran === null ? -1 : performance.now() - start;
+  const end = performance.now();
+  const arrived = (window.__mrWsIn || []).filter((t) => t >= start && t <= end);
+  const last = arrived.length ? arrived[arrived.length - 1] - start : null;
+  return ran === null ? null : { ms: end - start, last, messages: arrived.length };
 }
 """.replace("IDLE_CHECK", IDLE)
 
@@ -150,21 +171,35 @@ def browser_figures(base: str, bare: str, engine, reviewer_id: int, submits: int
     from playwright.sync_api import sync_playwright
 
     dims = get_rubric("A").dimension_keys
-    out: dict[str, list[float]] = {"bare_click_ms": [], "submit_to_next_ms": [], "score_click_ms": []}
+    out: dict[str, list[float]] = {}
+
+    def note(name: str, timed: dict | None) -> None:
+        """One click's time, and its split at the last message from the server."""
+        if timed is None:  # a score click whose rerun was not seen: not counted
+            return
+        out.setdefault(f"{name}_ms", []).append(timed["ms"])
+        if timed["last"] is not None:
+            out.setdefault(f"{name}:to_last_message_ms", []).append(timed["last"])
+            out.setdefault(f"{name}:last_message_to_screen_ms", []).append(timed["ms"] - timed["last"])
+        out.setdefault(f"{name}:messages", []).append(timed["messages"])
+
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         context = browser.new_context(viewport={"width": 1440, "height": 900})
+        context.add_init_script(WS_PROBE)
         page = context.new_page()
         page.set_default_timeout(30_000)
         page.goto(bare)
         page.get_by_text("clicks: 0").wait_for()
+        page.get_by_role("button", name="Click").wait_for()  # the count can show before the button
+        wait_idle(page)
         for n in range(submits + 3):
-            ms = page.evaluate(
+            timed = page.evaluate(
                 TIMED_CLICK,
                 ["button", "Click", f"document.body.innerText.includes('clicks: {n + 1}')", False],
             )
             if n >= 3:  # warm-up clicks left out
-                out["bare_click_ms"].append(ms)
+                note("bare_click", timed)
         _token, nonce = sessions.start(engine, reviewer_id)
         page.goto(f"{base}/_medrev/session?nonce={nonce}&next=/review")
         page.locator(".mrk").first.wait_for()
@@ -172,7 +207,7 @@ def browser_figures(base: str, bare: str, engine, reviewer_id: int, submits: int
         for n in range(submits + 2):
             aid = page.locator(".mrk").first.get_attribute("data-aid")
             for k, key in enumerate(dims):
-                ms = page.evaluate(
+                timed = page.evaluate(
                     TIMED_CLICK,
                     [
                         f".mrk[data-aid='{aid}'] .mrk-dim[data-dim='{key}'] .mrk-level[data-value='{(n + k) % 3}']",
@@ -182,11 +217,11 @@ def browser_figures(base: str, bare: str, engine, reviewer_id: int, submits: int
                         True,
                     ],
                 )
-                if n >= 2 and ms >= 0:
-                    out["score_click_ms"].append(ms)
+                if n >= 2:
+                    note("score_click", timed)
             page.wait_for_timeout(50)
             wait_idle(page)
-            ms = page.evaluate(
+            timed = page.evaluate(
                 TIMED_CLICK,
                 [
                     f".mrk[data-aid='{aid}'] button",
@@ -196,7 +231,7 @@ def browser_figures(base: str, bare: str, engine, reviewer_id: int, submits: int
                 ],
             )
             if n >= 2:  # warm-up submits left out
-                out["submit_to_next_ms"].append(ms)
+                note("submit_to_next", timed)
         browser.close()
     return out
 
@@ -295,6 +330,14 @@ def main() -> None:
     for key in ("bare_click_ms", "score_click_ms", "submit_to_next_ms"):
         median, p95 = stats(figures[key])
         print(f"{key:<34} {median:8.1f} {p95:8.1f} {len(figures[key]):4d}")
+    print(f"\n{'where it goes (ms; messages: count)':<34} {'to last':>8} {'to screen':>10} {'messages':>9}")
+    for name in ("bare_click", "score_click", "submit_to_next"):
+        print(
+            f"{name:<34} {stats(figures[name + ':to_last_message_ms'])[0]:8.1f} "
+            f"{stats(figures[name + ':last_message_to_screen_ms'])[0]:10.1f} "
+            f"{stats(figures[name + ':messages'])[0]:9.0f}"
+        )
+    print("(medians: click to the last message from the server, last message to the result on screen)")
     ratio = stats(figures["submit_to_next_ms"])[0] / stats(figures["bare_click_ms"])[0]
     score_ratio = stats(figures["score_click_ms"])[0] / stats(figures["bare_click_ms"])[0]
     verdict = "met" if ratio <= 1.5 else "MISSED"

@@ -1,0 +1,53 @@
+"""What ``medrev app`` serves loads the pages' modules at start-up and freezes them for the collector.
+
+Streamlit collects garbage after every script run, holding the GIL before the run's messages go
+out; ``medrev_asgi`` freezes the long-lived objects so that pass stays small. A module a page
+imports that start-up did not load would be walked after every run again: these tests list what
+the pages import and check start-up has it (in a separate process, so this one is not frozen).
+"""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+UI = Path(__file__).resolve().parents[3] / "review_app" / "ui"
+# Registers the score panel's browser component when imported: left to the first run (its own
+# imports are checked like every other module's).
+FIRST_RUN = {"review_app.ui.components.scoring"}
+
+
+def _is_module(name: str) -> bool:
+    path = UI.parents[1] / Path(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def page_imports() -> set[str]:
+    """The modules the app script, its pages and their components import (review_app's and others)."""
+    found: set[str] = set()
+    for path in [UI / "app.py", *sorted((UI / "views").glob("*.py")), *sorted((UI / "components").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module)
+                for alias in node.names:  # ``from review_app.services import flags``: the module flags
+                    if node.module.startswith("review_app") and _is_module(f"{node.module}.{alias.name}"):
+                        found.add(f"{node.module}.{alias.name}")
+    return {name for name in found if name != "__future__"} - FIRST_RUN
+
+
+def test_start_up_loads_every_module_the_pages_import_and_freezes_them():
+    names = sorted(page_imports())
+    assert "review_app.services.reviewing" in names and "streamlit" in names  # the scan finds the pages' imports
+    probe = (
+        "import gc, json, sys\n"
+        "import review_app.ui.medrev_asgi\n"
+        f"names = {names!r}\n"
+        "print(json.dumps({'frozen': gc.get_freeze_count(), 'missing': [n for n in names if n not in sys.modules]}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=180, check=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["missing"] == [], f"start-up (medrev_asgi.PRELOAD) leaves out {result['missing']}"
+    assert result["frozen"] > 10_000
