@@ -7,6 +7,9 @@ child process, so the figures below are the app's alone), then measures, server 
 - every lead page under Streamlit's AppTest with a signed-in lead: first load (a fresh session) and
   rerun (the same session again);
 - ``medrev review export`` in a child process: wall time and peak RSS;
+- the process starts as ``medrev app``'s server does (its start-up imports, frozen: ``medrev_asgi``) and
+  every page run is followed by the full collection Streamlit's server makes after a script run
+  (``runner.postScriptGC``; AppTest makes none), reviewers' runs included;
 - reviewers' submit-to-next (submit, fetch the next task, open its material) p95, idle and while a
   lead reloads the Agreement page in a loop in another thread of the same process (as in the app's
   server), and their ratio;
@@ -34,6 +37,7 @@ idle, app RSS <= 600 MB, next task p95 <= 5 ms, Progress <= 0.5 s after a bulk i
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -348,12 +352,14 @@ def time_pages(figures: dict[str, float]) -> None:
         at = signed_in_lead()
         start = time.perf_counter()
         at.switch_page(f"views/{page}.py").run()
+        _after_script_run()
         first = time.perf_counter() - start
         failure = at.exception[0].value if at.exception else None
         reruns = []
         for _ in range(3):
             start = time.perf_counter()
             at.run()
+            _after_script_run()
             reruns.append(time.perf_counter() - start)
         figures[f"{page}_first_load_s"] = round(first, 3)
         figures[f"{page}_rerun_s"] = round(statistics.median(reruns), 3)
@@ -433,6 +439,7 @@ class _Reviewers:
         if following is not None:
             reviewing.open_task(self.engine, following, reviewer)
         self.current[reviewer] = following
+        _after_script_run()  # the server's collection after the reviewer's page run, before the rest is sent
         return time.perf_counter() - start
 
     def sample(self, n: int, pause: float = 0.02) -> list[float]:
@@ -466,12 +473,27 @@ def time_next_task(engine, n: int) -> tuple[float, float]:
     return p95(samples) * 1000, p95(baseline) * 1000
 
 
+def _as_the_server_starts() -> None:
+    """What ``medrev app``'s server does at start-up: import the pages' modules and freeze them (``medrev_asgi``)."""
+    import review_app.ui.medrev_asgi  # noqa: F401
+
+
+def _after_script_run() -> None:
+    """What Streamlit's server does after every script run and AppTest does not: a full collection
+    (``runner.postScriptGC``), holding the GIL in the thread that ran the script."""
+    from streamlit import config
+
+    if config.get_option("runner.postScriptGC"):
+        gc.collect(2)
+
+
 def measure(url: str, backend: str, workdir: Path, samples: int, include_pending: bool = False) -> dict[str, float]:
     from review_app.db.connect import dispose_engines, get_engine
     from review_app.db.statistics import refresh_statistics
     from review_app.services import progress
 
     os.environ["MEDREV_DATABASE_URL"] = url
+    _as_the_server_starts()
     figures: dict[str, float] = {}
     engine = get_engine(url)
     if backend == "postgresql":
@@ -511,6 +533,7 @@ def measure(url: str, backend: str, workdir: Path, samples: int, include_pending
         while not stop.is_set():
             start = time.perf_counter()
             at.run()
+            _after_script_run()
             lead_runs.append(time.perf_counter() - start)
 
     lead = threading.Thread(target=lead_loop, daemon=True)
