@@ -41,6 +41,7 @@ from review_app.analysis.agreement import WEIGHT_SCHEMES
 from review_app.analysis.harm_model import Penalty
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.layout import select_rubric
+from review_app.analysis.rubric_a import COMPOSITE
 from review_app.analysis.rubric_b import (
     CLARITY,
     DEFAULT_TIE_RULE,
@@ -511,7 +512,14 @@ def _analysis_job(
     model: str | None,
     default: StudyAgreement,
 ) -> StudyAnalysis:
-    """:func:`analyse` without bootstrap on the frame of ``version``, returned without the frame's rows."""
+    """:func:`analyse` without bootstrap on the frame of ``version``, returned as the app keeps it.
+
+    The app keeps one copy per data version, shown by the Analysis page: without the frame's rows,
+    the Rubric B per-task table and the automatic label's disagreement rows (no page shows them),
+    with the Rubric A per-task means reduced to the composite (the task count the page shows) and
+    the harm model's input to the factor columns and ``in_model`` (the page's reference pickers and
+    its left-out count). Those rows were 15 MB of the app process at 200,000 annotations.
+    """
     frame = study_frame(engine, study_name, version=version)
     analysis = analyse(
         frame,
@@ -522,7 +530,20 @@ def _analysis_job(
         first_model=model,
         agreement=(default.reports, list(default.notes)),
     )
-    return replace(analysis, annotations=frame.iloc[:0].copy())
+    rubric_a, rubric_b = analysis.rubric_a, analysis.rubric_b
+    if rubric_a is not None:
+        rubric_a = replace(rubric_a, per_task=rubric_a.per_task[[COMPOSITE]].copy())
+    if rubric_b is not None:
+        auto = rubric_b.auto_label
+        if auto is not None:
+            auto = replace(auto, disagreements=auto.disagreements.iloc[:0].copy())
+        rubric_b = replace(rubric_b, tasks=rubric_b.tasks.iloc[:0].copy(), auto_label=auto)
+    harm_input = analysis.harm_input
+    if harm_input is not None:
+        harm_input = harm_input[[*HARM_MODEL_FIXED, "in_model"]].copy()
+    return replace(
+        analysis, annotations=frame.iloc[:0].copy(), rubric_a=rubric_a, rubric_b=rubric_b, harm_input=harm_input
+    )
 
 
 def cached_rubric_a_intervals(

@@ -131,6 +131,15 @@ def test_one_copy_shared_by_concurrent_sessions(study):
     analysis = cached_analysis(engine, "main")  # carries the frame's columns, not its rows (the app holds none)
     assert analysis.annotations.empty
     assert list(analysis.annotations.columns) == list(study_frame(engine, "main").columns)
+    # the page's copy: the numbers the page shows, without the per-row tables no page shows
+    full = study_analysis(engine, "main", n_boot=0)
+    assert analysis.rubric_b.tasks.empty and not full.rubric_b.tasks.empty
+    assert analysis.rubric_b.to_frame().equals(full.rubric_b.to_frame())
+    if full.rubric_a is not None:
+        assert analysis.rubric_a.to_frame().equals(full.rubric_a.to_frame())
+    assert analysis.factor_levels() == full.factor_levels()
+    assert analysis.default_references() == full.default_references()
+    assert (~analysis.harm_input["in_model"]).sum() == (~full.harm_input["in_model"]).sum()
 
 
 def test_bootstrap_only_on_request_once_per_version(engine, tmp_path):
