@@ -31,7 +31,22 @@ from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import ARRAY, Connection, Engine, Integer, String, and_, any_, case, cast, func, literal, type_coerce
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Connection,
+    Engine,
+    Integer,
+    String,
+    and_,
+    any_,
+    case,
+    cast,
+    extract,
+    func,
+    literal,
+    type_coerce,
+)
 from sqlmodel import Session, select
 
 from review_app.analysis.layout import DEFAULT_COLUMNS
@@ -232,6 +247,14 @@ def _fetch(
         # only, not of the whole study (a scan of 200,000 annotations at 500,000 items).
         latest = latest.where(Annotation.task_id.in_(wanted_tasks))
     latest = latest.subquery()
+    # PostgreSQL's timestamps as whole microseconds since the epoch (exact: an integer per row, where a
+    # timezone-aware datetime per row cost 0.4 s of conversion at 200,000 annotations); SQLite's ISO text
+    postgres = session.get_bind().dialect.name == "postgresql"
+    created = (
+        cast(extract("epoch", Annotation.created_at) * 1_000_000, BigInteger)
+        if postgres
+        else type_coerce(Annotation.created_at, String)
+    )
     in_force = and_(latest.c.assignment_id == Annotation.assignment_id, latest.c.revision == Annotation.revision)
     query = (
         select(
@@ -251,7 +274,7 @@ def _fetch(
             ModelResponse.auto_label,
             Annotation.revision,
             Annotation.seconds_on_task,
-            type_coerce(Annotation.created_at, String),
+            created,
             Item.language,
             ModelResponse.condition,
             Annotation.comment,
@@ -478,10 +501,13 @@ def _flags(raw: str | None) -> str:
 
 
 def _timestamps(raw) -> pd.Series:
-    """Submission times as UTC: ISO text without a zone on SQLite (stored as UTC), datetimes on PostgreSQL."""
+    """Submission times as UTC: ISO text without a zone on SQLite (stored as UTC), microseconds since the
+    epoch on PostgreSQL (see :func:`_fetch`)."""
     values = pd.Series(raw, dtype=object)
     if len(values) and isinstance(values.iloc[0], str):
         return pd.to_datetime(values, utc=True, format="ISO8601")
+    if len(values) and isinstance(values.iloc[0], int | np.integer):
+        return pd.Series(pd.to_datetime(values.to_numpy(dtype=np.int64), unit="us", utc=True))
     return pd.to_datetime(values, utc=True)
 
 
