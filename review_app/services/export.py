@@ -895,9 +895,9 @@ def export_study(
         report(0.45, "Computing the analysis and writing the raw annotations")
         computed = snapshot.analysis.result()
         analysis = replace(computed.analysis, annotations=snapshot.frame)
-        files += computed.files[: computed.n_leading_files]
+        files += computed.files
         tables = [agreement_table(analysis), *rubric_a_tables(analysis), *rubric_b_tables(analysis)]
-        tables += harm_model_table(analysis)
+        tables += [*harm_model_table(analysis), *harm_model_input_table(analysis)]
         latex = latex_tables(analysis)
         writing = report.span(0.85, 0.95)
         total = max(sum(table.rows for table in tables) * len(formats), 1)
@@ -907,9 +907,7 @@ def export_study(
                 step = writing.span(done / total, (done + table.rows) / total)
                 add(write_table(table, work, fmt, step), table=table.name, format=fmt, rows=table.rows)
                 done += table.rows
-        files += computed.files[computed.n_leading_files :]
-        leading = computed.tables[: computed.n_leading_tables]
-        tables = [*snapshot.labels, *leading, *tables, *computed.tables[computed.n_leading_tables :]]
+        tables = [*snapshot.labels, *computed.tables, *tables]
         report(0.95, "Writing the codebook and manifest")
         if latex:
             (work / "latex").mkdir()
@@ -991,18 +989,15 @@ def export_study(
 
 @dataclass(frozen=True, eq=False)
 class _Statistics:
-    """What the export's worker job gives back: the analysis and the large tables it wrote.
+    """What the export's worker job gives back: the analysis and the raw annotations table it wrote.
 
-    ``tables`` are the written tables with their columns and types but no rows (``n_rows`` says how
-    many), in the order of the export: the raw annotations first (``n_leading_tables``), the harm
-    model's input last; ``files`` are their files in the same order (``n_leading_files`` first).
+    ``tables`` has the written table with its columns and types but no rows (``n_rows`` says how
+    many); ``files`` are its files, one per format.
     """
 
     analysis: StudyAnalysis
     tables: list[Table]
     files: list[ExportedFile]
-    n_leading_tables: int
-    n_leading_files: int
 
 
 def _statistics(
@@ -1017,11 +1012,11 @@ def _statistics(
     work: Path,
     formats: tuple[str, ...],
 ) -> _Statistics:
-    """:func:`analyse` of the export's frame, and the raw annotations and harm-model input files, in a
-    compute worker process (``compute_workers``).
+    """:func:`analyse` of the export's frame, and the raw annotations files, in a compute worker
+    process (``compute_workers``).
 
-    The statistics are ~2 s of CPU at full scale and the two per-annotation tables in three formats
-    ~3 s more, mostly holding the GIL: in this process they took that time from the labels streaming
+    The statistics are ~2 s of CPU at full scale and the raw annotations in three formats ~2.5 s
+    more, mostly holding the GIL: in this process they took that time from the labels streaming
     (the export's longest part). In a worker (the second core) they do not. The worker gets the
     snapshot's frame itself (it must not read the database again: another moment), writes into the
     export's temporary folder (removed whole if the export fails), and sends back the analysis
@@ -1044,26 +1039,18 @@ def _statistics_job(
     work: str,
     formats: tuple[str, ...],
 ) -> _Statistics:
-    """The export's statistics on ``frame``, and its two per-annotation tables written to ``work`` (a worker job)."""
+    """The export's statistics on ``frame``, and its raw annotations table written to ``work`` (a worker job)."""
     analysis = analyse(
         frame, rubric_keys, study=study_name, n_boot=n_boot, seed=seed, options=options, first_model=model
     )
     folder = Path(work)
-    leading = [raw_annotations_table(frame, rubric_keys)]
-    trailing = harm_model_input_table(analysis)
+    table = raw_annotations_table(frame, rubric_keys)
     files: list[ExportedFile] = []
-    for table in (*leading, *trailing):
-        for fmt in formats:
-            path = write_table(table, folder, fmt)
-            files.append(_file(folder, path, table=table.name, format=fmt, rows=table.rows))
-    written = [replace(table, frame=table.frame.iloc[:0], n_rows=table.rows) for table in (*leading, *trailing)]
-    return _Statistics(
-        analysis=replace(analysis, annotations=frame.iloc[:0]),
-        tables=written,
-        files=files,
-        n_leading_tables=len(leading),
-        n_leading_files=len(leading) * len(formats),
-    )
+    for fmt in formats:
+        path = write_table(table, folder, fmt)
+        files.append(_file(folder, path, table=table.name, format=fmt, rows=table.rows))
+    written = replace(table, frame=table.frame.iloc[:0], n_rows=table.rows)
+    return _Statistics(analysis=replace(analysis, annotations=frame.iloc[:0]), tables=[written], files=files)
 
 
 def check_exporter(engine: Engine, study_name: str, actor: Actor) -> int | None:
