@@ -859,8 +859,8 @@ def export_study(
     ``SYSTEM``; ``actor_id=`` is the older spelling). Tasks still pending (``PENDING_RULE``) are left
     out unless ``pending="include"`` (SPEC 2.5: excluded unless the lead includes them); either way
     the manifest says how many there are and whether they were left out (``pending`` and
-    ``counts.pending_tasks``). Tasks a lead excluded on the
-    Flags page are never exported (``counts.excluded_tasks``).
+    ``counts.pending_tasks``). Tasks a lead excluded on the Flags page are never exported
+    (``counts.excluded_tasks``).
     """
     formats = parse_formats(formats)
     if pending not in PENDING_CHOICES:
