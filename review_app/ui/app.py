@@ -12,10 +12,18 @@ from pathlib import Path
 
 import streamlit as st
 
-from review_app.services import accounts, compute_workers
+from review_app.services import accounts
 from review_app.ui.components.database import database_faults_shown, require_database
 from review_app.ui.components.text import plain
-from review_app.ui.session import current_user, engine, oidc_configured, refresh_user, sign_in_as, sign_out
+from review_app.ui.session import (
+    current_user,
+    engine,
+    oidc_configured,
+    refresh_user,
+    sign_in_as,
+    sign_out,
+    start_compute_workers,
+)
 
 EVERYONE = ("reviewer", "lead", "admin")
 LEADS = ("lead", "admin")
@@ -45,15 +53,7 @@ st.html(
     ".stElementContainer[class*='-kb'] kbd{display:none;}</style>"
 )
 require_database()  # a database fault is one sentence here, never a traceback
-# The services whose statistics run in the compute worker process. It is started (and imports them) at the
-# server's first page run, whoever it is for: a worker's start took 1-1.5 s, which a lead's first
-# statistic waited for when it began at the lead's sign-in; afterwards this costs a lock and a check.
-LEAD_JOB_MODULES = (
-    "review_app.services.study_analysis",
-    "review_app.services.quality",
-    "review_app.services.adjudication",
-)
-compute_workers.prestart(engine(), LEAD_JOB_MODULES)
+start_compute_workers()  # with the server already (medrev_asgi); else here, whoever the page is for
 
 user = refresh_user()
 if user is None and oidc_configured() and getattr(st.user, "is_logged_in", False):

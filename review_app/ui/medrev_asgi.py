@@ -20,6 +20,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from review_app.ui import session
 from review_app.ui.routes import routes
 
 # What the pages import (the score panel's module registers a browser component, so it is left to
@@ -60,6 +61,9 @@ for module in PRELOAD:
     importlib.import_module(module)
 
 app = st.App(str(Path(__file__).with_name("app.py")), routes=routes())
+# The lead statistics' worker starts with the server, so the first lead page finds it ready (``medrev app``
+# has opened and migrated the database already; a fault here is left to the first page run).
+session.start_compute_workers(create=False)
 
 gc.collect()
 gc.freeze()

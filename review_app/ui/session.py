@@ -34,6 +34,30 @@ _ENDED_KEY = "medrev_ended_tokens"  # tokens this browser session knows are dead
 _NOTICE_KEY = "medrev_notice"
 _READ_ONLY_KEY = "medrev_read_only_sign_in"  # signed in on a read-only database: no session row, no cookie
 ROUTE_PREFIX = "/_medrev"
+# The services whose statistics the lead pages send to the compute worker process (imported there when
+# it starts: with the server, see ``medrev_asgi``, or at the first page run).
+LEAD_JOB_MODULES = (
+    "review_app.services.study_analysis",
+    "review_app.services.quality",
+    "review_app.services.adjudication",
+)
+
+
+def start_compute_workers(*, create: bool = True) -> None:
+    """Start the compute worker for the configured database now, without waiting (a lock and a check once up).
+
+    A worker's start (a new interpreter importing pandas, SciPy and the services) took 1-2 s, which
+    a lead's first statistic waited for when nothing had started it before. With ``create=False`` a
+    SQLite file that does not exist is left alone, and a database that cannot be opened starts
+    nothing: the first page run reports the fault and starts the worker later.
+    """
+    from review_app.services import compute_workers
+
+    try:
+        engine = get_engine(create=create)
+    except Exception:  # reported by the page that needs the database (require_database)
+        return
+    compute_workers.prestart(engine, LEAD_JOB_MODULES)
 
 
 @dataclass(frozen=True)
