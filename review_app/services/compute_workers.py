@@ -137,9 +137,10 @@ def prestart(engine: Engine, modules: tuple[str, ...] = ()) -> None:
     """Start the worker processes now, without waiting, so a lead's first statistic does not pay for it.
 
     A worker's start (a new interpreter importing pandas, SciPy, statsmodels and the services) took
-    0.8-2 s, added to the first lead page that needed it. The app calls this on every page run
-    (from the server's first, the sign-in form), naming the modules whose jobs its pages send
-    (``modules``, imported in the worker now); once the pool is up it costs a lock and a check.
+    0.8-2 s, added to the first lead page that needed it. ``medrev app``'s server calls this when it
+    starts, and every page run again (``ui.session.start_compute_workers``), naming the modules whose
+    jobs the pages send (``modules``, imported in the worker now); once the pool is up it costs a
+    lock and a check.
     Nothing happens when statistics run in the app (:func:`in_process`).
     """
     if in_process(engine):
