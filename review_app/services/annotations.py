@@ -89,30 +89,36 @@ GOLD_CHOICES = ("exclude", "only", "include")
 _IN_CHUNK = 10_000  # ids per IN list: PostgreSQL takes at most 65,535 parameters in one statement
 # Scores are read as one id range when it holds at most this many ids per annotation wanted.
 _RANGE_SPREAD = 4
-# The columns of _fetch's rows, in order.
+# The columns of _fetch's rows, in order; "context" holds the _CONTEXT columns as one JSON array.
 _ROW = (
     "id",
     "task",
     "item",
-    "rubric",
     "reviewer",
     "slot",
+    "revision",
+    "seconds",
+    "created",
+    "comment",
+    "flagged",
+    "external_id",
+    "unit_key",
+    "context",
+)
+# Text columns with few distinct combinations per study (180 at panel scale), read as one JSON array per
+# row (:func:`_context_column`) and decoded once per distinct array: ten Python strings per row cost
+# more to make and to factorise than the database takes to join them.
+_CONTEXT = (
+    "rubric",
     "flags",
     "subset",
     "content_type",
     "provenance",
     "model",
     "auto_label",
-    "revision",
-    "seconds",
-    "created",
     "language",
     "condition",
-    "comment",
-    "flagged",
     "status",
-    "external_id",
-    "unit_key",
 )
 _SCORE_BITS = 3  # bits per dimension in a packed score (1..4 for -1..2, 0 for none)
 _PACKED_DIMENSIONS = 10  # dimensions per packed integer: 30 bits, an integer on either database
@@ -270,7 +276,8 @@ def _fetch(
     # timezone-aware datetime per row cost 0.4 s of conversion at 200,000 annotations), built from whole
     # seconds and microseconds apart so that it is exact whatever EXTRACT returns (numeric since
     # PostgreSQL 14, double precision before); SQLite's ISO text
-    if session.get_bind().dialect.name == "postgresql":
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
         seconds = cast(extract("epoch", func.date_trunc("second", Annotation.created_at)), BigInteger)
         micros = cast(extract("microseconds", Annotation.created_at), BigInteger) % 1_000_000
         created = seconds * 1_000_000 + micros
@@ -282,27 +289,29 @@ def _fetch(
             Annotation.id,
             Annotation.task_id,
             Task.item_id,
-            Annotation.rubric,
             Annotation.reviewer_id,
             Assignment.slot,
-            # raw values (JSON as text; timestamp text on SQLite, datetimes on PostgreSQL): _frame converts
-            # whole columns instead of a type processor per cell
-            cast(Annotation.flags, String),
-            Item.subset,
-            Item.content_type,
-            Item.provenance,
-            ModelResponse.model,
-            ModelResponse.auto_label,
             Annotation.revision,
             Annotation.seconds_on_task,
             created,
-            Item.language,
-            ModelResponse.condition,
             Annotation.comment,
             Assignment.flagged,
-            Assignment.status,
             Item.external_id,
             Task.unit_key,
+            _context_column(
+                dialect,
+                Annotation.rubric,
+                # JSON as text: _frame converts each distinct value instead of a type processor per cell
+                cast(Annotation.flags, String),
+                Item.subset,
+                Item.content_type,
+                Item.provenance,
+                ModelResponse.model,
+                ModelResponse.auto_label,
+                Item.language,
+                ModelResponse.condition,
+                Assignment.status,
+            ),
         )
         .join(latest, in_force)
         .join(Assignment, Assignment.id == Annotation.assignment_id)
@@ -328,6 +337,16 @@ def _fetch(
     ]
     scores = _score_rows(connection, packed, [r[0] for r in rows]) if packed and rows else []
     return rows, scores, names, rubrics
+
+
+def _context_column(dialect: str, *columns):
+    """``columns`` as one JSON array text per row (``_CONTEXT``, in order; null for NULL).
+
+    Exact for any text (JSON escapes every character it must) and both databases build it in C.
+    """
+    if dialect == "postgresql":
+        return cast(func.json_build_array(*columns), String)
+    return func.json_array(*columns)
 
 
 def driver_rows(connection: Connection, statement) -> list[tuple]:
@@ -425,10 +444,11 @@ def _frame(rows, scores, names: dict[int, str], rubrics: list[str]) -> pd.DataFr
     table = table[order]
     raw = {name: table[:, j] for j, name in enumerate(_ROW)}
     ids = keys[0][order]
+    context = _context(raw["context"])
     data: dict[str, object] = {
         C.task: keys[2][order],
         C.item: raw["item"].astype(np.int64),
-        C.rubric: _objects(raw["rubric"]),
+        C.rubric: context["rubric"],
         C.rater: _mapped(raw["reviewer"].astype(np.int64), names.__getitem__),
         C.slot: keys[1][order],
     }
@@ -445,25 +465,38 @@ def _frame(rows, scores, names: dict[int, str], rubrics: list[str]) -> pd.DataFr
     for j, key in enumerate(dimensions):
         data[key] = values[:, j]
     data |= {
-        C.flags: _mapped(raw["flags"], _flags),
-        C.subset: _objects(raw["subset"]),
-        C.content_type: _objects(raw["content_type"]),
-        C.provenance: _objects(raw["provenance"]),
-        C.model: _objects(raw["model"]),
-        C.auto_label: _objects(raw["auto_label"]),
+        C.flags: context["flags"],
+        C.subset: context["subset"],
+        C.content_type: context["content_type"],
+        C.provenance: context["provenance"],
+        C.model: context["model"],
+        C.auto_label: context["auto_label"],
         "annotation_id": ids,
         "revision": raw["revision"].astype(np.int64),
         "seconds_on_task": raw["seconds"].astype(float),
         "submitted_at": _timestamps(raw["created"]),
-        "language": _objects(raw["language"]),
-        "condition": _objects(raw["condition"]),
+        "language": context["language"],
+        "condition": context["condition"],
         "comment": _objects(raw["comment"]),
         "flagged": raw["flagged"].astype(bool),
-        "assignment_status": _objects(raw["status"]),
+        "assignment_status": context["status"],
         "external_id": _copies(raw["external_id"]),
         "unit_key": _copies(raw["unit_key"]),
     }
     return pd.DataFrame({column: data[column] for column in columns})
+
+
+def _context(arrays: np.ndarray) -> dict[str, np.ndarray]:
+    """The ``_CONTEXT`` columns from their JSON arrays (:func:`_context_column`), each distinct array
+    decoded once; as :func:`_objects` makes them (flags sorted and joined, :func:`_flags`)."""
+    codes, distinct = pd.factorize(arrays)
+    decoded = [json.loads(text) for text in distinct]
+    columns = {}
+    for j, name in enumerate(_CONTEXT):
+        values = np.empty(len(decoded), dtype=object)
+        values[:] = [row[j] for row in decoded]
+        columns[name] = _mapped(values, _flags if name == "flags" else _fresh)[codes]
+    return columns
 
 
 def _objects(values: np.ndarray) -> np.ndarray:

@@ -269,6 +269,13 @@ def busy_study(engine, tmp_path):
         session.flush()
         for key, value in (("base_validity", 1), ("attack_fidelity", 2)):
             session.add(AnnotationScore(annotation_id=row.id, dimension=key, rubric="A", value=value))
+        # text the frame reads through a JSON array (annotations._context_column) must come back as stored
+        tricky = session.get(Task, a_tasks[0]).item_id
+        session.execute(
+            update(Item)
+            .where(Item.id == tricky)
+            .values(subset='quote " back\\ tab\t é 中 \u2028 [1, null]', content_type=None, language="null")
+        )
         excluded = a_slots[a_tasks[5]][0]
         session.add(
             TaskFlag(
@@ -312,6 +319,8 @@ def test_the_frame_is_the_reference_frame(busy_study, gold, rubric):
         assert reference["flagged"].sum() == 1
         assert (reference["flags"] == "disputed_gold;needs_adjudication").any() and (reference["flags"] == "").any()
         assert reference["model"].isna().any() and reference["model"].notna().any()
+        assert reference["subset"].str.contains('quote " back', regex=False).any()
+        assert reference["content_type"].isna().any() and (reference["language"] == "null").any()
         assert reference[list(RUBRIC_B.dimension_keys)].isna().any().all()
 
 
