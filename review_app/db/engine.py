@@ -26,6 +26,7 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import StaticPool
 from sqlmodel import Session
 
 from review_app.config import get_settings
@@ -205,3 +206,14 @@ def _immutable_flag(path: Path) -> bool:
 
 def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
+
+
+def memory_only(engine: Engine) -> bool:
+    """Whether the engine's data live in this process's memory, seen by one connection only (in-memory
+    SQLite: ``sqlite://``, ``StaticPool``): another connection or process would not find them."""
+    if isinstance(engine.pool, StaticPool):
+        return True
+    if engine.url.get_backend_name() != "sqlite":
+        return False
+    database = engine.url.database or ""
+    return database in ("", ":memory:") or "mode=memory" in str(engine.url)

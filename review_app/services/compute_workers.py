@@ -47,8 +47,8 @@ from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine
-from sqlalchemy.pool import StaticPool
 
+from review_app.db.engine import memory_only
 from review_app.services.study_cache import compute_uncached, uncached_active
 
 T = TypeVar("T")
@@ -89,13 +89,7 @@ def workers() -> int:
 
 def in_process(engine: Engine) -> bool:
     """Whether jobs on ``engine`` run in this process: no workers, or a database only this process sees."""
-    if workers() == 0 or isinstance(engine.pool, StaticPool):
-        return True
-    url = engine.url
-    if url.get_backend_name() == "sqlite":
-        database = url.database or ""
-        return database in ("", ":memory:") or "mode=memory" in str(url)
-    return False
+    return workers() == 0 or memory_only(engine)
 
 
 def run(

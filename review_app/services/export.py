@@ -749,7 +749,7 @@ def _read_snapshot(
     with snapshot_session(engine) as session:
         snapshot_utc = iso_utc(utcnow())
         study = get_study_row(session, study_name)
-        frame = load_annotations(session, study, pseudonymise=pseudonymise)
+        frame = load_annotations(session, study, pseudonymise=pseudonymise, read_only=True)
         decisions = latest_adjudications(session, study.id)
         adjudicators = adjudicator_labels(session, study.id, pseudonymise=pseudonymise)
         model = first_model(session, study.id)

@@ -583,7 +583,7 @@ def _read_whole(
         ids = list(session.exec(select(GoldTask.task_id).where(GoldTask.study_id == study.id)))
         if len(ids) <= GOLD_BY_ID_MAX:
             return load_annotations(session, study, pseudonymise=pseudonymise, gold=gold, task_ids=ids, labels=labels)
-    return load_annotations(session, study, pseudonymise=pseudonymise, gold=gold, labels=labels)
+    return load_annotations(session, study, pseudonymise=pseudonymise, gold=gold, labels=labels, read_only=True)
 
 
 def _both_rater_labels(engine: Engine, study_name: str) -> tuple[dict[int, str], dict[int, str]]:

@@ -1,5 +1,7 @@
 """The annotations in force as the analysis layout: revisions, withdrawn work, pseudonyms, rubric filter."""
 
+import threading
+
 import pandas as pd
 import pytest
 from sqlalchemy import update
@@ -134,17 +136,19 @@ def test_agreement_on_the_frame_matches_a_hand_built_table(study):
 
 
 def test_a_submit_between_the_frames_two_reads_is_left_for_the_next_read(study):
-    """The rows and the scores are two statements; on PostgreSQL (READ COMMITTED) a rating committed
-    between them is visible to the second only. The frame is the first read's moment, not a KeyError."""
+    """The rows and the scores are two statements, the scores on a second connection of their own (in a
+    thread, alongside the rows), which sees a rating committed after the rows' snapshot began. The
+    frame is the rows' moment, with its scores, not a KeyError or a missing score."""
     from sqlalchemy import event
 
     engine, _users, _lead, a_slots, _b_slots = study
     first, late = [slots[0] for slots in a_slots.values()][:2]
     rate(engine, first, A_SCORES[0][0])
-    submitted = []
+    submitted, readers = [], []
 
     def between(_conn, _cursor, statement, _parameters, _context, _many) -> None:
         if not submitted and "annotation_score.value" in statement:
+            readers.append(threading.current_thread().name)
             submitted.append(rate(engine, late, A_SCORES[0][1]))
 
     event.listen(engine, "before_cursor_execute", between)
@@ -153,6 +157,37 @@ def test_a_submit_between_the_frames_two_reads_is_left_for_the_next_read(study):
     finally:
         event.remove(engine, "before_cursor_execute", between)
     assert submitted  # the rating really went in between the two reads
+    assert readers[0].startswith("medrev-scores")  # read alongside the rows, on its own connection
     assert list(frame["annotation_id"]) == [first_id := frame["annotation_id"].iloc[0]] and first_id != submitted[0]
     assert frame.iloc[0][list(A_SCORES[0][0])].tolist() == list(A_SCORES[0][0].values())
     assert len(annotations_frame(engine, "s", rubric="A")) == 2  # the next read has both
+
+
+def test_scores_come_on_the_rows_connection_without_a_fixed_snapshot(study):
+    """A session that may have written, or (PostgreSQL) reads each statement at a new moment (READ
+    COMMITTED), reads the scores itself: a second connection would miss its writes or disagree."""
+    from sqlalchemy import event
+
+    from review_app.db.engine import read_session
+    from review_app.services.annotations import get_study_row, load_annotations
+
+    engine, _users, _lead, a_slots, _b_slots = study
+    rate(engine, next(iter(a_slots.values()))[0], A_SCORES[0][0])
+    readers = []
+
+    def watch(_conn, _cursor, statement, _parameters, _context, _many) -> None:
+        if "annotation_score.value" in statement:
+            readers.append(threading.current_thread().name)
+
+    event.listen(engine, "before_cursor_execute", watch)
+    try:
+        with read_session(engine) as session:
+            study_row = get_study_row(session, "s")
+            written = load_annotations(session, study_row, rubric="A")  # read_only not said: may have written
+            read_committed = load_annotations(session, study_row, rubric="A", read_only=True)
+    finally:
+        event.remove(engine, "before_cursor_execute", watch)
+    alongside = engine.dialect.name == "sqlite"  # SQLite's read transaction is one snapshot
+    assert [name.startswith("medrev-scores") for name in readers] == [False, alongside]
+    pd.testing.assert_frame_equal(written, read_committed)
+    assert written.iloc[0][list(A_SCORES[0][0])].tolist() == list(A_SCORES[0][0].values())
