@@ -101,6 +101,9 @@ PENDING_RULE = (
 CODEBOOK_MD = "codebook.md"
 CODEBOOK_JSON = "codebook.json"
 MANIFEST = "manifest.json"
+# Raw annotations formats the export's own process writes, after the labels; the compute worker writes
+# the others while the labels are streamed (see ``_statistics``).
+RAW_FORMATS_HERE: tuple[str, ...] = ("parquet",)
 # Rows read from the database and written to the files at a time: the export's memory for the large
 # tables (labels: one row per task) is one chunk, whatever the study's size.
 CHUNK_ROWS = 10_000
@@ -762,11 +765,11 @@ def _read_snapshot(
         if leave_out:
             frame = frame.loc[~frame[C.task].isin(pending_ids)].reset_index(drop=True)
             decisions = {t: d for t, d in decisions.items() if t not in pending_ids}
+        analysis = start_analysis(frame, study, model) if start_analysis is not None else None
         stats = {key: _task_stats(session, study.id, get_rubric(key)) for key in study.rubric_keys}
         if leave_out:
             stats = {key: (n - pending_by_rubric[key], most) for key, (n, most) in stats.items()}
         n_tasks = sum(n for n, _most in stats.values())
-        analysis = start_analysis(frame, study, model) if start_analysis is not None else None
         progress(0.1, "Reading the study")
         labels: list[Table] = []
         files: list[ExportedFile] = []
@@ -876,10 +879,12 @@ def export_study(
     # compute worker process (see ``_statistics``), waited on by a thread of this one.
     statistics = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medrev-export-analysis")
 
+    in_worker = tuple(fmt for fmt in formats if fmt not in RAW_FORMATS_HERE)
+
     def start_analysis(frame: pd.DataFrame, study: Study, model: str | None) -> Future[_Statistics]:
         options = AnalysisOptions.from_settings(study.settings)
         return statistics.submit(
-            _statistics, engine, frame, study.rubric_keys, study.name, n_boot, seed, options, model, work, formats
+            _statistics, engine, frame, study.rubric_keys, study.name, n_boot, seed, options, model, work, in_worker
         )
 
     try:
@@ -900,9 +905,12 @@ def export_study(
             files.append(_file(work, path, **info))
 
         report(0.45, "Computing the analysis and writing the raw annotations")
+        raw, raw_files = _raw_annotations(
+            snapshot.frame, study.rubric_keys, work, [f for f in formats if f not in in_worker]
+        )
         computed = snapshot.analysis.result()
         analysis = replace(computed.analysis, annotations=snapshot.frame)
-        files += computed.files
+        files += sorted([*computed.files, *raw_files], key=lambda file: formats.index(file.format))
         tables = [agreement_table(analysis), *rubric_a_tables(analysis), *rubric_b_tables(analysis)]
         tables += [*harm_model_table(analysis), *harm_model_input_table(analysis)]
         latex = latex_tables(analysis)
@@ -914,7 +922,7 @@ def export_study(
                 step = writing.span(done / total, (done + table.rows) / total)
                 add(write_table(table, work, fmt, step), table=table.name, format=fmt, rows=table.rows)
                 done += table.rows
-        tables = [*snapshot.labels, *computed.tables, *tables]
+        tables = [*snapshot.labels, raw, *tables]
         report(0.95, "Writing the codebook and manifest")
         if latex:
             (work / "latex").mkdir()
@@ -994,16 +1002,24 @@ def export_study(
     )
 
 
+def _raw_annotations(
+    frame: pd.DataFrame, rubric_keys: list[str], work: Path, formats: list[str]
+) -> tuple[Table, list[ExportedFile]]:
+    """The raw annotations table written in ``formats`` here, and the table without its rows (its
+    columns and types, for the codebook: the full copy is as large as the frame)."""
+    table = raw_annotations_table(frame if formats else frame.iloc[:0], rubric_keys)
+    files = [
+        _file(work, write_table(table, work, fmt), table=table.name, format=fmt, rows=table.rows) for fmt in formats
+    ]
+    return replace(table, frame=table.frame.iloc[:0], n_rows=len(frame)), files
+
+
 @dataclass(frozen=True, eq=False)
 class _Statistics:
-    """What the export's worker job gives back: the analysis and the raw annotations table it wrote.
-
-    ``tables`` has the written table with its columns and types but no rows (``n_rows`` says how
-    many); ``files`` are its files, one per format.
-    """
+    """What the export's worker job gives back: the analysis, and the raw annotations files it wrote
+    (one per format it was given)."""
 
     analysis: StudyAnalysis
-    tables: list[Table]
     files: list[ExportedFile]
 
 
@@ -1019,15 +1035,17 @@ def _statistics(
     work: Path,
     formats: tuple[str, ...],
 ) -> _Statistics:
-    """:func:`analyse` of the export's frame, and the raw annotations files, in a compute worker
-    process (``compute_workers``).
+    """:func:`analyse` of the export's frame, and the raw annotations files in ``formats``, in a
+    compute worker process (``compute_workers``).
 
-    The statistics are ~2 s of CPU at full scale and the raw annotations in three formats ~2.5 s
-    more, mostly holding the GIL: in this process they took that time from the labels streaming
-    (the export's longest part). In a worker (the second core) they do not. The worker gets the
+    The statistics are ~1.5 s of CPU at full scale and the raw annotations as CSV and JSONL ~1.4 s
+    more, holding the GIL: in this process they took that time from the labels streaming (the
+    export's longest part). In a worker (the second core) they do not. The worker gets the
     snapshot's frame itself (it must not read the database again: another moment), writes into the
     export's temporary folder (removed whole if the export fails), and sends back the analysis
-    without the frame's rows, which this process has already.
+    without the frame's rows, which this process has already. The raw Parquet file (0.3 s, mostly
+    outside the GIL) is written here once the labels are (``RAW_FORMATS_HERE``), so that both
+    processes finish about together.
     """
     return compute_workers.run(
         engine, _statistics_job, frame, rubric_keys, study_name, n_boot, seed, options, model, str(work), formats
@@ -1051,13 +1069,13 @@ def _statistics_job(
         frame, rubric_keys, study=study_name, n_boot=n_boot, seed=seed, options=options, first_model=model
     )
     folder = Path(work)
-    table = raw_annotations_table(frame, rubric_keys)
     files: list[ExportedFile] = []
-    for fmt in formats:
-        path = write_table(table, folder, fmt)
-        files.append(_file(folder, path, table=table.name, format=fmt, rows=table.rows))
-    written = replace(table, frame=table.frame.iloc[:0], n_rows=table.rows)
-    return _Statistics(analysis=replace(analysis, annotations=frame.iloc[:0]), tables=[written], files=files)
+    if formats:
+        table = raw_annotations_table(frame, rubric_keys)
+        for fmt in formats:
+            path = write_table(table, folder, fmt)
+            files.append(_file(folder, path, table=table.name, format=fmt, rows=table.rows))
+    return _Statistics(analysis=replace(analysis, annotations=frame.iloc[:0]), files=files)
 
 
 def check_exporter(engine: Engine, study_name: str, actor: Actor) -> int | None:
