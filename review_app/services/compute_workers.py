@@ -37,6 +37,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -49,7 +50,6 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 
 from review_app.db.engine import memory_only
-from review_app.services.study_cache import compute_uncached, uncached_active
 
 T = TypeVar("T")
 WORKERS_SETTING = "MEDREV_COMPUTE_WORKERS"
@@ -109,6 +109,8 @@ def run(
         if progress is not None:
             kwargs["progress"] = progress
         return job(engine, *args, **kwargs)
+    from review_app.services.study_cache import uncached_active
+
     url = engine.url.render_as_string(hide_password=False)
     call = (url, job, args, kwargs, uncached_active())
     for attempt in range(2):
@@ -274,12 +276,20 @@ def _start_worker(slots: Any) -> None:
 
     It runs niced (:data:`WORKER_NICENESS`), so reviewers' requests in the app win the CPU from it.
 
+    It does not load pyarrow, which pandas loads whenever it is installed: 36 MB of each worker's
+    memory for nothing, since jobs compute statistics and write text files (an export's Parquet
+    files are written by the export's own process). This module is kept free of pandas at import
+    (a worker imports it first, to start) so the worker can say so before any job's module loads;
+    a job that asks pandas for Parquet gets pandas' "missing optional dependency" error.
+
     An app killed without running its exit handlers (SIGTERM, SIGKILL) would leave its workers
     waiting for jobs forever; a watcher thread ends the worker when its parent process is gone.
     """
     global _in_worker, _worker_slots
     _in_worker = True
     _worker_slots = slots
+    if "pandas" not in sys.modules:  # this module and the pool's own load neither (see above)
+        sys.modules.setdefault("pyarrow", None)
     with contextlib.suppress(OSError):  # not permitted here: run at the app's priority
         os.nice(WORKER_NICENESS)
     parent = multiprocessing.parent_process()
@@ -312,6 +322,8 @@ def _call_in_worker(url: str, job: Callable[..., T], args: tuple, kwargs: dict, 
     arguments than its message) is raised as a ``RuntimeError`` naming it, rather than breaking the
     pool.
     """
+    from review_app.services.study_cache import compute_uncached
+
     engine = _worker_engine(url)
     if slot is not None:
 

@@ -45,12 +45,10 @@ from datetime import UTC, datetime
 from importlib import metadata
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 from sqlalchemy import Engine, exists, func, or_
 from sqlmodel import Session, select
 
@@ -91,6 +89,10 @@ from review_app.services.export_tables import (
 )
 from review_app.services.study_analysis import DEFAULT_N_BOOT, AnalysisOptions, StudyAnalysis, analyse, first_model
 from review_app.services.study_cache import CACHE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 EXPORT_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
 PENDING_CHOICES: tuple[str, ...] = ("include", "exclude")
@@ -437,6 +439,9 @@ class TableFile:
         self.rows += len(frame)
 
     def _write_parquet(self, frame: pd.DataFrame) -> None:
+        import pyarrow as pa  # here: compute workers, which import this module, do not load pyarrow
+        import pyarrow.parquet as pq
+
         if self._schema is None:
             schema = pa.Schema.from_pandas(frame, preserve_index=False)
             for i, arrow_field in enumerate(schema):

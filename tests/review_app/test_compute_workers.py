@@ -119,6 +119,27 @@ def test_no_stale_numbers_after_a_submit_with_a_worker(study):
     assert slots[4][0] in {e.task_id for e in queue}
 
 
+def _modules_job(engine) -> tuple[bool, bool]:
+    import review_app.services.export  # noqa: F401 - the export's statistics job lives there
+
+    return "pandas" in sys.modules, sys.modules.get("pyarrow", "absent") is None
+
+
+def test_workers_do_not_load_pyarrow_and_exports_still_write_parquet(study, tmp_path):
+    """pandas loads pyarrow whenever it is installed (36 MB a worker); a worker writes no Parquet."""
+    from review_app.services.export import export_study
+
+    engine, _lead_row, _slots = study
+    cached_agreement(engine, "main")
+    assert compute_workers.run(engine, _modules_job) == (True, True)
+    result = export_study(engine, "main", tmp_path / "out", formats="csv,parquet")
+    raw = {file.format: file for file in result.files if file.table == "raw_annotations"}
+    assert set(raw) == {"csv", "parquet"}  # the CSV from the worker, the Parquet from here
+    parquet = pd.read_parquet(tmp_path / "out" / raw["parquet"].path)
+    assert len(parquet) == raw["parquet"].rows == len(pd.read_csv(tmp_path / "out" / raw["csv"].path)) > 0
+    assert list(parquet["annotation_id"]) == list(study_frame(engine, "main")["annotation_id"])
+
+
 def test_workers_yield_the_cpu_to_the_app(study):
     """Lead statistics run at a lower priority than reviewers' requests in the app."""
     engine, _lead_row, _slots = study
