@@ -12,7 +12,7 @@ child process, so the figures below are the app's alone), then measures, server 
   (``runner.postScriptGC``; AppTest makes none), reviewers' runs included;
 - reviewers' submit-to-next (submit, fetch the next task, open its material) p95, idle and while a
   lead reloads the Agreement page in a loop in another thread of the same process (as in the app's
-  server), and their ratio;
+  server), in alternating blocks (``idle_and_with_lead``), and their ratio;
 - the app process's RSS after all that; ``next_task`` p95; Progress right after the bulk import on a
   cold process (the bulk build ends as medrev's import, pool and assign services do: ``ANALYZE`` of
   the tables they wrote). Progress before that ANALYZE is printed too, as the baseline.
@@ -452,6 +452,56 @@ class _Reviewers:
         return out
 
 
+BLOCKS = 4  # blocks of idle and of with-a-lead samples, alternating
+
+
+def idle_and_with_lead(reviewers: _Reviewers, samples: int, blocks: int = BLOCKS) -> tuple[list, list, list]:
+    """Reviewers' submit-to-next samples with no lead, and while a lead reloads Agreement in a loop in
+    another thread of this process (as in the app's server), and the lead's reload times.
+
+    The two kinds are taken in alternating blocks (``blocks`` of each, ``samples`` in all of each), so
+    both see the same database (every submit adds to it) and the same machine. All idle samples before
+    all busy ones compared an early moment with a later one: the idle p95 varied 25-77 ms between
+    runs of the same code, and the ratio with it.
+    """
+    active, stop, ready = threading.Event(), threading.Event(), threading.Event()
+    running = threading.Lock()
+    lead_runs: list[float] = []
+
+    def lead_loop() -> None:
+        at = signed_in_lead()
+        at.switch_page("views/lead_agreement.py").run()
+        _after_script_run()
+        ready.set()
+        while not stop.is_set():
+            if not active.wait(timeout=0.1):
+                continue
+            with running:
+                if not active.is_set():
+                    continue
+                start = time.perf_counter()
+                at.run()
+                _after_script_run()
+                lead_runs.append(time.perf_counter() - start)
+
+    lead = threading.Thread(target=lead_loop, daemon=True)
+    lead.start()
+    ready.wait(timeout=600)
+    idle: list[float] = []
+    busy: list[float] = []
+    per_block = max(samples // blocks, 1)
+    for _ in range(blocks):
+        idle += reviewers.sample(per_block)
+        active.set()
+        busy += reviewers.sample(per_block)
+        active.clear()
+        with running:  # the lead's last reload has ended: the next block is idle
+            pass
+    stop.set()
+    lead.join(timeout=600)
+    return idle, busy, lead_runs
+
+
 def time_next_task(engine, n: int) -> tuple[float, float]:
     """p95 of next_assignment and, interleaved with it, of ``SELECT 1`` through the same sessions (ms)."""
     from sqlalchemy import text
@@ -522,26 +572,7 @@ def measure(url: str, backend: str, workdir: Path, samples: int, include_pending
         figures["export_with_pending_s"], figures["export_with_pending_rss_mb"] = round(seconds, 2), round(peak, 1)
         print(f"   export --include-pending               {seconds:7.2f} s, peak RSS {peak:.0f} MB", flush=True)
 
-    reviewers = _Reviewers(engine)
-    idle = reviewers.sample(samples)
-    stop = threading.Event()
-    lead_runs: list[float] = []
-
-    def lead_loop() -> None:
-        at = signed_in_lead()
-        at.switch_page("views/lead_agreement.py").run()
-        while not stop.is_set():
-            start = time.perf_counter()
-            at.run()
-            _after_script_run()
-            lead_runs.append(time.perf_counter() - start)
-
-    lead = threading.Thread(target=lead_loop, daemon=True)
-    lead.start()
-    time.sleep(1.0)
-    busy = reviewers.sample(samples)
-    stop.set()
-    lead.join(timeout=600)
+    idle, busy, lead_runs = idle_and_with_lead(_Reviewers(engine), samples)
     figures["submit_p95_idle_ms"] = round(p95(idle) * 1000, 2)
     figures["submit_p95_with_lead_ms"] = round(p95(busy) * 1000, 2)
     figures["submit_p95_ratio"] = round(figures["submit_p95_with_lead_ms"] / figures["submit_p95_idle_ms"], 2)
