@@ -426,9 +426,17 @@ class StudyAgreement:
     notes: tuple[str, ...]
     weights: str
     min_ratings: int
+    _frame: pd.DataFrame | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # Built where the reports are computed (a compute worker), so the Agreement page's reruns in the
+        # app do not rebuild it: the app's Python time is what reviewers in the same process wait for.
+        if self._frame is None:
+            object.__setattr__(self, "_frame", agreement_frame(self.reports))
 
     def frame(self) -> pd.DataFrame:
-        return agreement_frame(self.reports)
+        """:func:`agreement_frame` of the reports (a copy: the result is shared by every session)."""
+        return self._frame.copy()
 
 
 def study_agreement(
