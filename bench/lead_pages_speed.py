@@ -452,7 +452,7 @@ class _Reviewers:
         return out
 
 
-BLOCKS = 4  # blocks of idle and of with-a-lead samples, alternating
+BLOCKS = 6  # blocks of idle and of with-a-lead samples, alternating
 
 
 def idle_and_with_lead(reviewers: _Reviewers, samples: int, blocks: int = BLOCKS) -> tuple[list, list, list]:
@@ -652,7 +652,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the study size (0.1: a quick check)")
-    parser.add_argument("--samples", type=int, default=200, help="submit-to-next and next-task samples")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=600,
+        help="submit-to-next samples of each kind (idle, with a lead) and next-task samples (a p95 of 200 moved "
+        "by a third between runs of the same code)",
+    )
     parser.add_argument("--build", metavar="URL", help="only fill the empty database at URL (migrated here)")
     parser.add_argument(
         "--use",
