@@ -85,13 +85,18 @@ def _reference(session, study):
 
 
 def _read(engine, study_name: str, load: Callable, seconds: list[float]):
-    """``load(session, study)`` in a read session of its own, its time appended to ``seconds``."""
-    from review_app.db.engine import read_session
+    """``load(session, study)`` in a snapshot session of its own, its time appended to ``seconds``; as the
+    lead pages' shared frame reads it (``read_only=True``: the scores on a second connection meanwhile)
+    where ``load`` takes that."""
+    import inspect
+
+    from review_app.db.engine import snapshot_session
     from review_app.services.annotations import get_study_row
 
-    with read_session(engine) as session:
+    options = {"read_only": True} if "read_only" in inspect.signature(load).parameters else {}
+    with snapshot_session(engine) as session:
         study = get_study_row(session, study_name)
-        frame, took = _timed(partial(load, session, study))
+        frame, took = _timed(partial(load, session, study, **options))
     seconds.append(took)
     return frame
 
