@@ -499,6 +499,8 @@ def idle_and_with_lead(reviewers: _Reviewers, samples: int, blocks: int = BLOCKS
             pass
     stop.set()
     lead.join(timeout=600)
+    if not lead_runs:  # a lead that never reloaded would make the busy samples idle ones
+        raise RuntimeError("the lead's Agreement page never reloaded while reviewers submitted")
     return idle, busy, lead_runs
 
 

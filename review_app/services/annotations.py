@@ -547,7 +547,7 @@ def _frame(rows, scores, names: dict[int, str], rubrics: list[str]) -> pd.DataFr
         wanted = packed[:, 0]
         by_id = np.argsort(ids, kind="stable")
         sorted_ids = ids[by_id]
-        # the score rows are of a range of ids: keep those of the frame's annotations
+        # the score rows may hold other annotations (an id range, or the whole study): keep the frame's
         at = np.minimum(np.searchsorted(sorted_ids, wanted), n - 1)
         found = sorted_ids[at] == wanted
         values[by_id[at[found]]] = _unpack_scores(packed[found, 1:], len(dimensions))
