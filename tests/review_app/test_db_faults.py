@@ -86,6 +86,8 @@ def test_a_real_process_prints_one_line_not_a_traceback(tmp_path):
 def test_the_default_home_folder_is_created_but_a_configured_folder_is_not(tmp_path, monkeypatch):
     monkeypatch.delenv("MEDREV_DATABASE_URL", raising=False)
     monkeypatch.setenv("MEDREV_HOME", str(tmp_path / "home" / "medrev"))
+    # from a folder with no medrev.toml above it: `make demo` writes one into the checkout the tests run in
+    monkeypatch.chdir(tmp_path)
     missing = runner.invoke(app, ["review", "status"])  # a command that only reads never starts a database
     assert missing.exit_code == 1 and "There is no database at" in missing.stderr
     assert not (tmp_path / "home").exists()
