@@ -7,9 +7,12 @@ child process, so the figures below are the app's alone), then measures, server 
 - every lead page under Streamlit's AppTest with a signed-in lead: first load (a fresh session) and
   rerun (the same session again);
 - ``medrev review export`` in a child process: wall time and peak RSS;
-- the process starts as ``medrev app``'s server does (its start-up imports, frozen: ``medrev_asgi``) and
-  every page run is followed by the full collection Streamlit's server makes after a script run
-  (``runner.postScriptGC``; AppTest makes none), reviewers' runs included;
+- the process starts as ``medrev app``'s server does (its start-up imports, frozen: ``medrev_asgi``; its
+  settings: ``server.DEFAULTS`` and ``PROCESS_DEFAULTS`` where unset) and every page run ends as in the
+  server: the app script's collection of the run's young objects (``session.collect_after_run``; the
+  reviewers' runs here call the services, so they call it too), and Streamlit's full collection after a
+  script run if ``runner.postScriptGC`` is on (AppTest makes none; ``medrev app`` turns it off:
+  ``STREAMLIT_RUNNER_POST_SCRIPT_GC=true`` measures Streamlit's default);
 - reviewers' submit-to-next (submit, fetch the next task, open its material) p95, idle and while a
   lead reloads the Agreement page in a loop in another thread of the same process (as in the app's
   server), in alternating blocks (``idle_and_with_lead``), and their ratio;
@@ -32,6 +35,7 @@ idle, app RSS <= 600 MB, next task p95 <= 5 ms, Progress <= 0.5 s after a bulk i
     .venv/bin/python bench/lead_pages_speed.py --build sqlite:////tmp/lead.db --scale 0.25   # fill once
     .venv/bin/python bench/lead_pages_speed.py --use sqlite:////tmp/lead.db                   # measure it
     MEDREV_COMPUTE_WORKERS=0 .venv/bin/python bench/lead_pages_speed.py --use ...   # statistics in the app (baseline)
+    STREAMLIT_RUNNER_POST_SCRIPT_GC=true .venv/bin/python bench/lead_pages_speed.py --use ...  # full GC per run
 """
 
 from __future__ import annotations
@@ -439,7 +443,7 @@ class _Reviewers:
         if following is not None:
             reviewing.open_task(self.engine, following, reviewer)
         self.current[reviewer] = following
-        _after_script_run()  # the server's collection after the reviewer's page run, before the rest is sent
+        _reviewer_run_ends()  # what ends the reviewer's page run in the server, before the rest is sent
         return time.perf_counter() - start
 
     def sample(self, n: int, pause: float = 0.02) -> list[float]:
@@ -531,12 +535,21 @@ def _as_the_server_starts() -> None:
 
 
 def _after_script_run() -> None:
-    """What Streamlit's server does after every script run and AppTest does not: a full collection
-    (``runner.postScriptGC``), holding the GIL in the thread that ran the script."""
+    """What Streamlit's server does after every script run and AppTest does not: a full collection if
+    ``runner.postScriptGC`` is on (Streamlit's default; ``medrev app`` turns it off), holding the GIL in
+    the thread that ran the script."""
     from streamlit import config
 
     if config.get_option("runner.postScriptGC"):
         gc.collect(2)
+
+
+def _reviewer_run_ends() -> None:
+    """The end of a reviewer's page run: the app script's own collection, then the server's."""
+    from review_app.ui.session import collect_after_run
+
+    collect_after_run()
+    _after_script_run()
 
 
 def measure(url: str, backend: str, workdir: Path, samples: int, include_pending: bool = False) -> dict[str, float]:
@@ -637,14 +650,15 @@ def run(backend: str, scale: float, samples: int, include_pending: bool = False)
 
 
 def _as_the_app_process() -> None:
-    """Run again under the process settings ``medrev app`` gives its server (``PROCESS_DEFAULTS``), if unset.
+    """Run again under the settings ``medrev app`` gives its server (``DEFAULTS``, ``PROCESS_DEFAULTS``), if unset.
 
-    This process stands in for the app's server (its AppTest sessions and reviewers' threads), so its
-    memory is measured under the same allocator settings; glibc reads them at start only.
+    This process stands in for the app's server (its AppTest sessions and reviewers' threads), so it
+    runs under the same Streamlit settings (the collection after each run) and allocator settings
+    (glibc reads them at start only).
     """
-    from review_app.ui.server import PROCESS_DEFAULTS
+    from review_app.ui.server import DEFAULTS, PROCESS_DEFAULTS
 
-    missing = {key: value for key, value in PROCESS_DEFAULTS.items() if key not in os.environ}
+    missing = {key: value for key, value in (DEFAULTS | PROCESS_DEFAULTS).items() if key not in os.environ}
     if missing:
         os.execve(sys.executable, [sys.executable, *sys.argv], os.environ | missing)
 

@@ -16,6 +16,7 @@ from review_app.services import accounts
 from review_app.ui.components.database import database_faults_shown, require_database
 from review_app.ui.components.text import plain
 from review_app.ui.session import (
+    collect_after_run,
     current_user,
     engine,
     oidc_configured,
@@ -43,50 +44,59 @@ PAGES = (
     ("views/lead_plan.py", "Plan", ":material/calculate:", "Study lead", LEADS),
     ("views/lead_quality.py", "Reviewers' quality", ":material/insights:", "Study lead", LEADS),
 )
-
 # A local icon: a ":material/...:" page icon makes every browser fetch it from fonts.gstatic.com.
 ICON = Path(__file__).with_name("static") / "favicon.svg"
-st.set_page_config(page_title="medrev review", page_icon=str(ICON), layout="wide")
-st.html(
-    "<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem;padding-bottom:1rem;}"
-    # The score buttons' labels are their keys already; Streamlit's extra key badge would repeat them.
-    ".stElementContainer[class*='-kb'] kbd{display:none;}</style>"
-)
-require_database()  # a database fault is one sentence here, never a traceback
-start_compute_workers()  # with the server already (medrev_asgi); else here, whoever the page is for
 
-user = refresh_user()
-if user is None and oidc_configured() and getattr(st.user, "is_logged_in", False):
-    account = accounts.get_user_by_email(engine(), st.user.get("email") or "")
-    if account is None:
-        st.error(
-            f"You signed in as {plain(st.user.get('email'))}, but no active reviewer account has this email. "
-            "Ask your study lead to add you."
-        )
-        st.button("Sign out", on_click=st.logout)
+
+def main() -> None:
+    """One run of the app: sign-in, or the signed-in user's navigation and page."""
+    st.set_page_config(page_title="medrev review", page_icon=str(ICON), layout="wide")
+    st.html(
+        "<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem;padding-bottom:1rem;}"
+        # The score buttons' labels are their keys already; Streamlit's extra key badge would repeat them.
+        ".stElementContainer[class*='-kb'] kbd{display:none;}</style>"
+    )
+    require_database()  # a database fault is one sentence here, never a traceback
+    start_compute_workers()  # with the server already (medrev_asgi); else here, whoever the page is for
+
+    user = refresh_user()
+    if user is None and oidc_configured() and getattr(st.user, "is_logged_in", False):
+        account = accounts.get_user_by_email(engine(), st.user.get("email") or "")
+        if account is None:
+            st.error(
+                f"You signed in as {plain(st.user.get('email'))}, but no active reviewer account has this email. "
+                "Ask your study lead to add you."
+            )
+            st.button("Sign out", on_click=st.logout)
+            st.stop()
+        sign_in_as(account, via="oidc")  # the browser comes back with the session cookie
+        user = current_user()
+
+    if user is None:
+        # Every page's address leads to the sign-in form, so a reload or a bookmarked task URL signs in and
+        # then lands where it was (instead of Streamlit's "page not found").
+        sign_in = [st.Page("views/sign_in.py", title="Sign in", icon=":material/login:", default=True)]
+        sign_in += [st.Page("views/sign_in.py", title="Sign in", url_path=Path(p[0]).stem) for p in PAGES]
+        with database_faults_shown():
+            st.navigation(sign_in, position="hidden").run()
         st.stop()
-    sign_in_as(account, via="oidc")  # the browser comes back with the session cookie
-    user = current_user()
 
-if user is None:
-    # Every page's address leads to the sign-in form, so a reload or a bookmarked task URL signs in and
-    # then lands where it was (instead of Streamlit's "page not found").
-    sign_in = [st.Page("views/sign_in.py", title="Sign in", icon=":material/login:", default=True)]
-    sign_in += [st.Page("views/sign_in.py", title="Sign in", url_path=Path(p[0]).stem) for p in PAGES]
+    sections: dict[str, list] = {}
+    for script, title, icon, section, roles in PAGES:
+        if user.role in roles:
+            sections.setdefault(section, []).append(
+                st.Page(script, title=title, icon=icon, default=script == "views/queue.py")
+            )
+    # Every page listed (no "View more"): a lead's pages must all be one click away.
+    page = st.navigation(sections, expanded=True)
+    with st.sidebar:
+        st.markdown(f"**{plain(user.display_name)}**  \n{user.role}")
+        st.button("Sign out", on_click=sign_out, icon=":material/logout:")
     with database_faults_shown():
-        st.navigation(sign_in, position="hidden").run()
-    st.stop()
+        page.run()
 
-sections: dict[str, list] = {}
-for script, title, icon, section, roles in PAGES:
-    if user.role in roles:
-        sections.setdefault(section, []).append(
-            st.Page(script, title=title, icon=icon, default=script == "views/queue.py")
-        )
-# Every page listed (no "View more"): a lead's pages must all be one click away.
-page = st.navigation(sections, expanded=True)
-with st.sidebar:
-    st.markdown(f"**{plain(user.display_name)}**  \n{user.role}")
-    st.button("Sign out", on_click=sign_out, icon=":material/logout:")
-with database_faults_shown():
-    page.run()
+
+try:
+    main()
+finally:  # st.stop() and st.rerun() end a run by raising: the run's garbage is collected either way
+    collect_after_run()

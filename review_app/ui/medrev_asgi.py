@@ -14,6 +14,7 @@ generations, still freed by reference counting when no longer used); the collect
 run walks only what was made since, which is what it is there to reclaim (~5 ms).
 """
 
+import contextlib
 import gc
 import importlib
 from pathlib import Path
@@ -57,8 +58,68 @@ PRELOAD = (
     "review_app.ui.components.quality",
     "review_app.ui.components.text",
 )
+# What the pages' libraries import on first use, not when the pages import them: plotly's figure classes
+# and JSON writer, PIL (Streamlit's image helpers), narwhals' pandas backend (Streamlit's dataframes),
+# Streamlit's emoji and icon tables (checked for every icon), pandas' CSV writer, the GB2312 codec (the
+# LaTeX tables). Loaded after the first lead page run they were 23,000 unfrozen objects that every
+# collection walked again (tests/review_app/ui/test_startup_freeze.py runs every page and checks
+# that nothing new is loaded after start-up). A library version that no longer has one of them is skipped.
+ON_FIRST_USE = (
+    "PIL.ExifTags",
+    "PIL.Image",
+    "PIL.ImageFile",
+    "PIL.TiffTags",
+    "encodings.gb2312",
+    "narwhals._interchange.dataframe",
+    "narwhals._pandas_like.dataframe",
+    "narwhals._pandas_like.group_by",
+    "narwhals._pandas_like.namespace",
+    "narwhals._pandas_like.selectors",
+    "narwhals._pandas_like.series",
+    "narwhals._pandas_like.series_cat",
+    "narwhals._pandas_like.series_dt",
+    "narwhals._pandas_like.series_list",
+    "narwhals._pandas_like.series_map",
+    "narwhals._pandas_like.series_str",
+    "narwhals._pandas_like.series_struct",
+    "narwhals.stable.v1._namespace",
+    "packaging.utils",
+    "pandas.core.methods.to_dict",
+    "pandas.core.reshape.reshape",
+    "pandas.io.formats.csvs",
+    "plotly.animation",
+    "plotly.graph_objs.bar",
+    "plotly.graph_objs.bar._marker",
+    "plotly.graph_objs.layout.legend._title",
+    "plotly.graph_objs.layout.shape._line",
+    "plotly.graph_objs.layout.xaxis._title",
+    "plotly.graph_objs.layout.yaxis._title",
+    "plotly.graph_objs.layout._legend",
+    "plotly.graph_objs.layout._margin",
+    "plotly.graph_objs.layout._shape",
+    "plotly.graph_objs.layout._title",
+    "plotly.graph_objs.layout._xaxis",
+    "plotly.graph_objs.layout._yaxis",
+    "plotly.graph_objs.scatter._error_x",
+    "plotly.graph_objs.scatter._line",
+    "plotly.graph_objs._bar",
+    "plotly.graph_objs._deprecations",
+    "plotly.graph_objs._figure",
+    "plotly.io._json",
+    "plotly.offline",
+    "plotly.tools",
+    "pyarrow.pandas_compat",
+    "pyarrow.vendored.version",
+    "streamlit.components.v2.manifest_scanner",
+    "streamlit.emojis",
+    "streamlit.material_icon_names",
+    "streamlit.runtime.scriptrunner.magic_funcs",
+)
 for module in PRELOAD:
     importlib.import_module(module)
+for module in ON_FIRST_USE:
+    with contextlib.suppress(ImportError):
+        importlib.import_module(module)
 
 app = st.App(str(Path(__file__).with_name("app.py")), routes=routes())
 # The lead statistics' worker starts with the server, so the first lead page finds it ready (``medrev app``
