@@ -14,6 +14,7 @@ import streamlit as st
 from review_app.analysis.reviewer_quality import drift_limit
 from review_app.services import planning, quality
 from review_app.services.errors import ServiceError
+from review_app.ui.components.charts import MARGIN, horizontal_line, titled, vertical_line
 
 REPORT_WAIT_SECONDS = 0.5  # a small study's full report is ready by then: shown at once, severity included
 
@@ -74,8 +75,9 @@ def _wait_for_alerts(db, user, study: str, *, shown: bool) -> None:
 def severity_forest(table: pd.DataFrame) -> go.Figure:
     """Each reviewer's severity (harm-model random intercept) with its 95% interval."""
     rows = table.loc[table["severity"].notna()] if "severity" in table else table.iloc[0:0]
-    figure = go.Figure(
-        go.Scatter(
+    return go.Figure(
+        dict(
+            type="scatter",
             x=rows.get("severity", []),
             y=rows.get("rater", []),
             mode="markers",
@@ -86,17 +88,16 @@ def severity_forest(table: pd.DataFrame) -> go.Figure:
                 array=(rows["severity_ci_high"] - rows["severity"]) if len(rows) else [],
                 arrayminus=(rows["severity"] - rows["severity_ci_low"]) if len(rows) else [],
             ),
-        )
+        ),
+        layout=dict(
+            shapes=[vertical_line(0, color="#888", dash="dot")],
+            title=dict(text="Severity: log-odds of a worst-case call vs. the average reviewer (95% interval)"),
+            height=max(240, 30 * len(rows) + 90),
+            margin=MARGIN,
+            xaxis=titled("Severity (log-odds vs the average reviewer)"),
+            yaxis=titled("Reviewer", autorange="reversed"),
+        ),
     )
-    figure.add_vline(x=0, line_dash="dot", line_color="#888")
-    figure.update_layout(
-        title="Severity: log-odds of a worst-case call vs. the average reviewer (95% interval)",
-        height=max(240, 30 * len(rows) + 90),
-        margin=dict(l=10, r=10, t=40, b=10),
-        xaxis_title="Severity (log-odds vs the average reviewer)",
-        yaxis=dict(autorange="reversed", title="Reviewer"),
-    )
-    return figure
 
 
 def cusum_chart(path: pd.DataFrame, alpha: float, rater: str) -> go.Figure:
@@ -104,18 +105,18 @@ def cusum_chart(path: pd.DataFrame, alpha: float, rater: str) -> go.Figure:
     n = len(path)
     sd = float(path["signed"].std(ddof=1)) if n > 1 else 0.0
     limit = drift_limit(alpha, n, sd)
-    figure = go.Figure(go.Scatter(x=path["task"], y=path["cusum"], mode="lines", name="CUSUM", line_color="#2f5bd3"))
-    for sign in (1, -1):
-        figure.add_hline(y=sign * limit, line_dash="dash", line_color="#c0392b")
-    figure.update_layout(
-        title=f"{rater}: cumulative signed disagreement with co-raters (above 0: harsher early on)",
-        xaxis_title="shared task, in the order the reviewer rated them",
-        yaxis_title="cumulative sum",
-        height=320,
-        margin=dict(l=10, r=10, t=40, b=10),
-        showlegend=False,
+    return go.Figure(
+        dict(type="scatter", x=path["task"], y=path["cusum"], mode="lines", name="CUSUM", line=dict(color="#2f5bd3")),
+        layout=dict(
+            shapes=[horizontal_line(sign * limit, color="#c0392b", dash="dash") for sign in (1, -1)],
+            title=dict(text=f"{rater}: cumulative signed disagreement with co-raters (above 0: harsher early on)"),
+            xaxis=titled("shared task, in the order the reviewer rated them"),
+            yaxis=titled("cumulative sum"),
+            height=320,
+            margin=MARGIN,
+            showlegend=False,
+        ),
     )
-    return figure
 
 
 def plan_metrics(plan) -> None:
