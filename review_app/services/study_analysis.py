@@ -59,7 +59,7 @@ from review_app.services import audit, compute_workers
 from review_app.services.actors import Actor, acting_user, as_actor, require_study_lead
 from review_app.services.annotations import annotations_frame, get_study_row
 from review_app.services.errors import InvalidInput, PermissionDenied, SessionEnded
-from review_app.services.study_cache import CACHE, study_frame
+from review_app.services.study_cache import CACHE, study_frame, version_in
 from review_app.services.study_cache import data_version as data_version  # re-exported (older callers)
 
 AGREEMENT_WEIGHTS = "ordinal"
@@ -459,6 +459,14 @@ def _study_facts(engine: Engine, study_name: str) -> tuple[list[str], AnalysisOp
         return study.rubric_keys, AnalysisOptions.from_settings(study.settings), first_model(session, study.id)
 
 
+def _rubrics_and_version(engine: Engine, study_name: str) -> tuple[list[str], tuple[int, ...]]:
+    """The study's rubrics and data version in one short read (the Agreement page's per-rerun read:
+    one session and two statements instead of two sessions and ten)."""
+    with read_session(engine) as session:
+        study = get_study_row(session, study_name)
+        return study.rubric_keys, version_in(session, study)
+
+
 def cached_agreement(
     engine: Engine, study_name: str, *, weights: str = AGREEMENT_WEIGHTS, min_ratings: int = MIN_RATINGS
 ) -> StudyAgreement:
@@ -467,12 +475,12 @@ def cached_agreement(
         raise InvalidInput(f"the minimum number of ratings must be a whole number of at least 1 (got {min_ratings})")
     if weights not in WEIGHT_SCHEMES:
         raise InvalidInput(f"unknown weights {weights!r}; choose one of {', '.join(WEIGHT_SCHEMES)}")
-    rubrics = _study_facts(engine, study_name)[0]
+    rubrics, version = _rubrics_and_version(engine, study_name)
 
     def compute(version: tuple[int, ...]) -> StudyAgreement:
         return compute_workers.run(engine, _agreement_job, study_name, version, rubrics, weights, int(min_ratings))
 
-    return CACHE.get(engine, study_name, ("agreement", weights, int(min_ratings)), compute)
+    return CACHE.get(engine, study_name, ("agreement", weights, int(min_ratings)), compute, version=version)
 
 
 def _agreement_job(
