@@ -480,7 +480,8 @@ def cached_agreement(
     def compute(version: tuple[int, ...]) -> StudyAgreement:
         return compute_workers.run(engine, _agreement_job, study_name, version, rubrics, weights, int(min_ratings))
 
-    return CACHE.get(engine, study_name, ("agreement", weights, int(min_ratings)), compute, version=version)
+    key = ("agreement", weights, int(min_ratings))
+    return CACHE.get(engine, study_name, key, compute, current_version=version)
 
 
 def _agreement_job(

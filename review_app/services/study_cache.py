@@ -252,14 +252,16 @@ class StudyCache:
         compute: Callable[[tuple[int, ...]], T],
         *,
         version: tuple[int, ...] | None = None,
+        current_version: tuple[int, ...] | None = None,
         reads_database: bool = False,
         keep_latest: bool = False,
     ) -> T:
         """The value cached under ``key`` for the study's current data version, else ``compute(version)``'s.
 
         ``compute`` gets the version so that values it reads from the cache (the frame) are of the
-        same one: it passes it on as ``version``, which is given only inside another ``compute`` or by
-        a caller that read it together with what ``compute`` needs (one session instead of two).
+        same one: it passes it on as ``version``, which is given only inside another ``compute``.
+        ``current_version``: the version as the caller just read it, with what ``compute`` needs (one
+        session instead of two); it is used for the first attempt only, like a version read here.
         ``reads_database``: ``compute`` reads the study itself, so the version is read again after
         it; if a write came in between, the value is not filed under the older version (the version
         can come back, after a flag or a gold mark is undone, and would then return newer data) and
@@ -273,11 +275,11 @@ class StudyCache:
         if version is not None:
             return self._get(engine, study_name, key, compute, version, reads_database, keep_latest)
         for _attempt in range(3):
+            current = current_version if current_version is not None else data_version(engine, study_name)
             try:
-                return self._get(
-                    engine, study_name, key, compute, data_version(engine, study_name), reads_database, keep_latest
-                )
-            except _Moved:
+                return self._get(engine, study_name, key, compute, current, reads_database, keep_latest)
+            except _Moved:  # written since the version was read: start again on the new one
+                current_version = None
                 continue
         return compute_uncached(compute, data_version(engine, study_name))
 

@@ -368,3 +368,27 @@ def test_a_patch_whose_rated_task_has_no_row_in_the_frame(study):
     pd.testing.assert_frame_equal(after, annotations_frame(engine, "main"), check_exact=True)
     pd.testing.assert_frame_equal(after, before, check_exact=True)
     assert CACHE.latest(engine, "main", ("frame", True, "exclude"))[0] == data_version(engine, "main")
+
+
+def test_a_submit_after_the_agreement_page_read_its_version_gives_the_newer_agreement(study, monkeypatch):
+    """The page reads rubrics and version together, then a fifth task gets both its ratings before the
+    frame is read: the frame's read finds a newer version, and the page gets agreement on the newer
+    data (5 tasks, not the 4 of the version it read first), not an error."""
+    from review_app.services import study_analysis
+
+    engine, _lead, slots = study
+    real = study_analysis._rubrics_and_version
+    read_before: list[tuple] = []
+
+    def then_both_ratings(*args, **kwargs):
+        read = real(*args, **kwargs)
+        read_before.append(read[1])
+        rate(engine, slots[4][1][0], SAFE)
+        rate(engine, slots[4][1][1], WORST)
+        return read
+
+    monkeypatch.setattr(study_analysis, "_rubrics_and_version", then_both_ratings)
+    result = cached_agreement(engine, "main")
+    assert read_before[0] != data_version(engine, "main")
+    assert result.frame()["n_units"].max() == 5
+    _same_numbers(result.frame(), study_agreement(engine, "main").frame())
