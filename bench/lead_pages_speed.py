@@ -471,6 +471,7 @@ def idle_and_with_lead(reviewers: _Reviewers, samples: int, blocks: int = BLOCKS
     active, stop, ready = threading.Event(), threading.Event(), threading.Event()
     running = threading.Lock()
     lead_runs: list[float] = []
+    failures: list[str] = []
 
     def lead_loop() -> None:
         at = signed_in_lead()
@@ -487,6 +488,8 @@ def idle_and_with_lead(reviewers: _Reviewers, samples: int, blocks: int = BLOCKS
                 at.run()
                 _after_script_run()
                 lead_runs.append(time.perf_counter() - start)
+                if at.exception:  # a reload that failed is not a reload: the figures would mislead
+                    failures.append(str(at.exception[0].value)[:300])
 
     lead = threading.Thread(target=lead_loop, daemon=True)
     lead.start()
@@ -503,6 +506,8 @@ def idle_and_with_lead(reviewers: _Reviewers, samples: int, blocks: int = BLOCKS
             pass
     stop.set()
     lead.join(timeout=600)
+    if failures:
+        raise RuntimeError(f"{len(failures)} of the lead's Agreement reloads failed; the first: {failures[0]}")
     if not lead_runs:  # a lead that never reloaded would make the busy samples idle ones
         raise RuntimeError("the lead's Agreement page never reloaded while reviewers submitted")
     return idle, busy, lead_runs
