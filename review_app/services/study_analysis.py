@@ -459,7 +459,15 @@ def _study_facts(engine: Engine, study_name: str) -> tuple[list[str], AnalysisOp
         return study.rubric_keys, AnalysisOptions.from_settings(study.settings), first_model(session, study.id)
 
 
-def _rubrics_and_version(engine: Engine, study_name: str) -> tuple[list[str], tuple[int, ...]]:
+def check_agreement_options(weights: str, min_ratings: int) -> None:
+    """Refuse weights medrev does not know and a minimum number of ratings that is not a whole number >= 1."""
+    if isinstance(min_ratings, bool) or int(min_ratings) != min_ratings or min_ratings < 1:
+        raise InvalidInput(f"the minimum number of ratings must be a whole number of at least 1 (got {min_ratings})")
+    if weights not in WEIGHT_SCHEMES:
+        raise InvalidInput(f"unknown weights {weights!r}; choose one of {', '.join(WEIGHT_SCHEMES)}")
+
+
+def rubrics_and_version(engine: Engine, study_name: str) -> tuple[list[str], tuple[int, ...]]:
     """The study's rubrics and data version in one short read (the Agreement page's per-rerun read:
     one session and two statements instead of two sessions and ten)."""
     with read_session(engine) as session:
@@ -471,11 +479,8 @@ def cached_agreement(
     engine: Engine, study_name: str, *, weights: str = AGREEMENT_WEIGHTS, min_ratings: int = MIN_RATINGS
 ) -> StudyAgreement:
     """:func:`study_agreement`, computed once per data version (in a compute worker) and shared by every session."""
-    if isinstance(min_ratings, bool) or int(min_ratings) != min_ratings or min_ratings < 1:
-        raise InvalidInput(f"the minimum number of ratings must be a whole number of at least 1 (got {min_ratings})")
-    if weights not in WEIGHT_SCHEMES:
-        raise InvalidInput(f"unknown weights {weights!r}; choose one of {', '.join(WEIGHT_SCHEMES)}")
-    rubrics, version = _rubrics_and_version(engine, study_name)
+    check_agreement_options(weights, min_ratings)
+    rubrics, version = rubrics_and_version(engine, study_name)
 
     def compute(version: tuple[int, ...]) -> StudyAgreement:
         return compute_workers.run(engine, _agreement_job, study_name, version, rubrics, weights, int(min_ratings))
@@ -488,9 +493,26 @@ def _agreement_job(
     engine: Engine, study_name: str, version: tuple[int, ...], rubrics: list[str], weights: str, min_ratings: int
 ) -> StudyAgreement:
     """Agreement on the study's frame of ``version`` (a compute-worker job: the frame stays in the worker)."""
-    frame = study_frame(engine, study_name, version=version)
-    reports, notes = agreement_reports(frame, rubrics, weights=weights, min_ratings=min_ratings)
-    return StudyAgreement(study_name, reports, tuple(notes), weights, min_ratings)
+    return agreement_of_version(engine, study_name, version, rubrics, weights, min_ratings)
+
+
+def agreement_of_version(
+    engine: Engine, study_name: str, version: tuple[int, ...], rubrics: list[str], weights: str, min_ratings: int
+) -> StudyAgreement:
+    """Agreement on the study's frame of ``version``, computed once per version in this process.
+
+    Called in the compute worker by the jobs that need it (this module's agreement, the Agreement
+    page's tables in :mod:`review_app.services.paper_tables`), so a lead who opens Agreement and then
+    Analysis has the agreement computed once. Its own cache key: the app's caller holds the lock of its
+    key while the job runs, and with no worker (``MEDREV_COMPUTE_WORKERS=0``) the job runs in the app.
+    """
+
+    def compute(version: tuple[int, ...]) -> StudyAgreement:
+        frame = study_frame(engine, study_name, version=version)
+        reports, notes = agreement_reports(frame, rubrics, weights=weights, min_ratings=min_ratings)
+        return StudyAgreement(study_name, reports, tuple(notes), weights, min_ratings)
+
+    return CACHE.get(engine, study_name, ("agreement_of_version", weights, min_ratings), compute, version=version)
 
 
 def cached_analysis(engine: Engine, study_name: str) -> StudyAnalysis:

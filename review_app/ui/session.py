@@ -39,6 +39,7 @@ ROUTE_PREFIX = "/_medrev"
 # it starts: with the server, see ``medrev_asgi``, or at the first page run).
 LEAD_JOB_MODULES = (
     "review_app.services.study_analysis",
+    "review_app.services.paper_tables",
     "review_app.services.quality",
     "review_app.services.adjudication",
 )

@@ -125,8 +125,9 @@ def test_one_copy_shared_by_concurrent_sessions(study):
     assert all(r is results[0] for r in results)  # one object, computed once, for every session
     stats = CACHE.stats()
     assert stats.studies == 1
-    # the agreement once; the frame once too when it is read here (no compute worker), else in the worker
-    assert stats.misses == (2 if compute_workers.in_process(engine) else 1)
+    # the agreement once; with no compute worker, the frame and the computation the agreement and
+    # Agreement-page jobs share (agreement_of_version) are filed here too, else in the worker
+    assert stats.misses == (3 if compute_workers.in_process(engine) else 1)
     assert stats.hits >= 5
     analysis = cached_analysis(engine, "main")  # carries the frame's columns, not its rows (the app holds none)
     assert analysis.annotations.empty
@@ -377,7 +378,7 @@ def test_a_submit_after_the_agreement_page_read_its_version_gives_the_newer_agre
     from review_app.services import study_analysis
 
     engine, _lead, slots = study
-    real = study_analysis._rubrics_and_version
+    real = study_analysis.rubrics_and_version
     read_before: list[tuple] = []
 
     def then_both_ratings(*args, **kwargs):
@@ -387,8 +388,55 @@ def test_a_submit_after_the_agreement_page_read_its_version_gives_the_newer_agre
         rate(engine, slots[4][1][1], WORST)
         return read
 
-    monkeypatch.setattr(study_analysis, "_rubrics_and_version", then_both_ratings)
+    monkeypatch.setattr(study_analysis, "rubrics_and_version", then_both_ratings)
     result = cached_agreement(engine, "main")
     assert read_before[0] != data_version(engine, "main")
     assert result.frame()["n_units"].max() == 5
     _same_numbers(result.frame(), study_agreement(engine, "main").frame())
+
+
+def test_the_agreement_page_s_tables_come_with_its_numbers_and_change_after_a_submit(study):
+    """The Agreement page's tables (built in the worker with the numbers) are those of the current data."""
+    from review_app.services.paper_tables import agreement_tables, cached_agreement_page
+
+    engine, _lead, slots = study
+
+    def same_tables(page) -> None:
+        expected = agreement_tables(study_agreement(engine, "main"))
+        assert [t.key for t in page.tables] == [t.key for t in expected]
+        for got, want in zip(page.tables, expected, strict=True):
+            _same_numbers(got.frame, want.frame)
+            assert got.csv_bytes() == want.csv_bytes() and got.latex == want.latex and got.caption == want.caption
+
+    before = cached_agreement_page(engine, "main")
+    same_tables(before)
+    _same_numbers(before.result.frame(), study_agreement(engine, "main").frame())
+    assert cached_agreement_page(engine, "main") is before  # a rerun with no write: the shared copy
+    rate(engine, slots[4][1][0], WORST)
+    rate(engine, slots[4][1][1], SAFE)
+    after = cached_agreement_page(engine, "main")
+    assert after is not before and after.result.frame()["n_units"].max() == 5
+    same_tables(after)
+    assert before.tables[0].csv_bytes() != after.tables[0].csv_bytes()
+
+
+def test_the_agreement_and_analysis_pages_compute_agreement_once_per_version(study, monkeypatch):
+    """The Agreement page's job and the Analysis page's default agreement share one computation (in the
+    process that computes: here, with no worker)."""
+    from review_app.services import study_analysis
+    from review_app.services.paper_tables import cached_agreement_page
+
+    monkeypatch.setenv(compute_workers.WORKERS_SETTING, "0")
+    engine, _lead, _slots = study
+    calls = []
+    real = study_analysis.agreement_reports
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("weights"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(study_analysis, "agreement_reports", counted)
+    page = cached_agreement_page(engine, "main")
+    analysis = cached_analysis(engine, "main")
+    assert calls == [study_analysis.AGREEMENT_WEIGHTS]
+    _same_numbers(analysis.agreement_frame(), page.result.frame())

@@ -11,11 +11,10 @@ from __future__ import annotations
 import streamlit as st
 
 from review_app.analysis import RubricASummary
+from review_app.services.paper_tables import AgreementPage, cached_agreement_page
 from review_app.services.study_analysis import (
     DEFAULT_N_BOOT,
-    StudyAgreement,
     StudyAnalysis,
-    cached_agreement,
     cached_analysis,
     cached_rubric_a_intervals,
 )
@@ -27,9 +26,10 @@ def analysis_for(db, study: str) -> StudyAnalysis:
         return cached_analysis(db, study)
 
 
-def agreement_for(db, study: str, *, weights: str = "ordinal", min_ratings: int = 2) -> StudyAgreement:
+def agreement_page_for(db, study: str, *, weights: str = "ordinal", min_ratings: int = 2) -> AgreementPage:
+    """The Agreement page's numbers with its tables (built where the numbers are computed)."""
     with st.spinner("Computing agreement..."):
-        return cached_agreement(db, study, weights=weights, min_ratings=int(min_ratings))
+        return cached_agreement_page(db, study, weights=weights, min_ratings=int(min_ratings))
 
 
 def rubric_a_intervals_for(db, study: str, *, n_boot: int = DEFAULT_N_BOOT) -> RubricASummary | None:

@@ -5,7 +5,7 @@ import streamlit as st
 from review_app.services import paper_tables, studies
 from review_app.services.judge_audit import judge_audit_summary
 from review_app.ui.components import charts, paper_table
-from review_app.ui.components.analysis_cache import agreement_for
+from review_app.ui.components.analysis_cache import agreement_page_for
 from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
@@ -46,14 +46,15 @@ min_ratings = right.number_input(
     help="Tasks with fewer ratings are set aside and counted. 2 = dual-rated tasks (the protocol); 1 keeps every "
     "task, as Gwet's handbook and irrCAC do.",
 )
-result = agreement_for(db, study.name, weights=weights, min_ratings=int(min_ratings))
+page = agreement_page_for(db, study.name, weights=weights, min_ratings=int(min_ratings))
+result = page.result
 for note in result.notes:
     st.info(plain(note))
 frame = result.frame()
 if frame.empty:
     st.info(f"No task has {max(int(min_ratings), 2)} ratings yet, so agreement cannot be computed.")
     st.stop()
-for table in paper_tables.agreement_tables(result):
+for table in page.tables:
     part = frame[frame["rubric"] == table.key.removeprefix("agreement_")]
     st.markdown(f"#### Rubric {part['rubric'].iloc[0]}")
     left, right = st.columns([3, 2])
