@@ -12,7 +12,9 @@ child process, so the figures below are the app's alone), then measures, server 
   server: the app script's collection of the run's young objects (``session.collect_after_run``; the
   reviewers' runs here call the services, so they call it too), and Streamlit's full collection after a
   script run if ``runner.postScriptGC`` is on (AppTest makes none; ``medrev app`` turns it off:
-  ``STREAMLIT_RUNNER_POST_SCRIPT_GC=true`` measures Streamlit's default);
+  ``STREAMLIT_RUNNER_POST_SCRIPT_GC=true`` measures Streamlit's default); AppTest waits for each run
+  as the server does, without its polling from the calling thread every millisecond
+  (``MEDREV_BENCH_POLLING_WAIT=1`` keeps the polling);
 - reviewers' submit-to-next (submit, fetch the next task, open its material) p95, idle and while a
   lead reloads the Agreement page in a loop in another thread of the same process (as in the app's
   server), in alternating blocks (``idle_and_with_lead``), and their ratio;
@@ -535,8 +537,43 @@ def time_next_task(engine, n: int) -> tuple[float, float]:
 
 
 def _as_the_server_starts() -> None:
-    """What ``medrev app``'s server does at start-up: import the pages' modules and freeze them (``medrev_asgi``)."""
+    """What ``medrev app``'s server does at start-up: import the pages' modules and freeze them (``medrev_asgi``);
+    and AppTest waits for a script run as the server does (:func:`_wait_as_the_server_does`)."""
     import review_app.ui.medrev_asgi  # noqa: F401
+
+    if not POLLING_WAIT:
+        from streamlit.testing.v1 import local_script_runner
+
+        local_script_runner.require_widgets_deltas = _wait_as_the_server_does
+
+
+# AppTest waits for a script run by polling from the calling thread every millisecond, taking the
+# interpreter's lock a thousand times a second (14-29 ms of CPU per Agreement reload, most of it while
+# the page waits for the compute worker), which reviewers in this process then wait for; the server
+# waits for the run's end without polling. MEDREV_BENCH_POLLING_WAIT=1 keeps AppTest's polling (how
+# the figures before this was measured were taken).
+POLLING_WAIT = os.environ.get("MEDREV_BENCH_POLLING_WAIT") == "1"
+
+
+def _wait_as_the_server_does(runner, timeout: float = 3) -> None:
+    """AppTest's ``require_widgets_deltas`` without its polling: wait for the run's shutdown event."""
+    from streamlit.runtime.scriptrunner import ScriptRunnerEvent
+
+    done = threading.Event()
+
+    def on_event(sender, event, **kwargs) -> None:
+        if event == ScriptRunnerEvent.SHUTDOWN:
+            done.set()
+
+    runner.on_event.connect(on_event, weak=False)
+    try:
+        if runner.script_stopped() or done.wait(timeout):  # stopped before the connection: in its events
+            return
+        runner.request_stop()
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+    finally:
+        runner.on_event.disconnect(on_event)
 
 
 def _after_script_run() -> None:

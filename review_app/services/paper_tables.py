@@ -160,7 +160,7 @@ def _agreement_page_job(
     result = study_analysis.agreement_of_version(engine, study_name, version, rubrics, weights, min_ratings)
     tables = tuple(agreement_tables(result))
     for table in tables:
-        table.csv_bytes()
+        table.csv_bytes()  # written here: the file travels with the table (its cached property)
     return AgreementPage(result, tables)
 
 
