@@ -8,10 +8,12 @@ Streamlit runs a full garbage collection after every script run (``runner.postSc
 the script thread and holding the GIL, before the server can send the rest of the run's messages.
 With Streamlit, pandas, pyarrow, SQLAlchemy, SciPy and the services loaded, that pass walked over
 200,000 objects that live as long as the process (modules, classes, functions): ~150 ms per run,
-most of a review page's submit-to-next in the browser. So the modules the pages use are imported
-here, at start-up, and everything alive then is frozen (``gc.freeze``: left out of the collector's
-generations, still freed by reference counting when no longer used); the collection after each
-run walks only what was made since, which is what it is there to reclaim (~5 ms).
+most of a review page's submit-to-next in the browser. So the modules the pages use, and what their
+libraries load on first use, are imported here, at start-up, and everything alive then is frozen
+(``gc.freeze``: left out of the collector's generations, still freed by reference counting when no
+longer used). ``medrev app`` also turns that pass off: the app script collects its run's young
+objects itself (``session.collect_after_run``), and Python's own full collections, now rare, walk
+only what was made since start-up.
 """
 
 import contextlib

@@ -1,9 +1,10 @@
 """What ``medrev app`` serves loads the pages' modules at start-up and freezes them for the collector.
 
-Streamlit collects garbage after every script run, holding the GIL before the run's messages go
-out; ``medrev_asgi`` freezes the long-lived objects so that pass stays small. A module a page
-imports that start-up did not load would be walked after every run again: these tests list what
-the pages import and check start-up has it (in a separate process, so this one is not frozen).
+A full collection (Streamlit's after every script run, unless turned off as ``medrev app`` does, and
+Python's own) holds the GIL while it walks every object not frozen; ``medrev_asgi`` freezes the
+long-lived objects so that walk stays small. A module a page, or a library on first use, imports
+after start-up would be walked again every time: these tests list what the pages import, run every
+page, and check start-up had it all (in a separate process, so this one is not frozen).
 """
 
 import ast
