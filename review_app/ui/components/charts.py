@@ -58,28 +58,13 @@ def reviewer_bars(rows: list[dict]) -> go.Figure:
         [
             dict(
                 type="bar",
-                name="submitted",
+                name=status,
                 y=names,
-                x=[r["submitted"] for r in rows],
+                x=[r[status] for r in rows],
                 orientation="h",
-                marker=dict(color=COLORS["submitted"]),
-            ),
-            dict(
-                type="bar",
-                name="open",
-                y=names,
-                x=[r["open"] for r in rows],
-                orientation="h",
-                marker=dict(color=COLORS["open"]),
-            ),
-            dict(
-                type="bar",
-                name="skipped",
-                y=names,
-                x=[r["skipped"] for r in rows],
-                orientation="h",
-                marker=dict(color=COLORS["skipped"]),
-            ),
+                marker=dict(color=COLORS[status]),
+            )
+            for status in ("submitted", "open", "skipped")
         ],
         layout=dict(
             barmode="stack",
