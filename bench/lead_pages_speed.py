@@ -550,8 +550,8 @@ def _as_the_server_starts() -> None:
 # AppTest waits for a script run by polling from the calling thread every millisecond, taking the
 # interpreter's lock a thousand times a second (14-29 ms of CPU per Agreement reload, most of it while
 # the page waits for the compute worker), which reviewers in this process then wait for; the server
-# waits for the run's end without polling. MEDREV_BENCH_POLLING_WAIT=1 keeps AppTest's polling (how
-# the figures before this was measured were taken).
+# waits for the run's end without polling. MEDREV_BENCH_POLLING_WAIT=1 keeps AppTest's polling (as
+# the figures before this change were taken).
 POLLING_WAIT = os.environ.get("MEDREV_BENCH_POLLING_WAIT") == "1"
 
 
