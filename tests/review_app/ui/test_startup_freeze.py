@@ -109,3 +109,29 @@ def test_no_page_loads_a_module_after_start_up(tmp_path):
     assert set(result["new"]) <= FIRST_RUN, (
         f"loaded after start-up, add them to medrev_asgi.ON_FIRST_USE: {sorted(set(result['new']) - FIRST_RUN)}"
     )
+
+
+def test_every_run_collects_its_young_objects_and_no_full_collection_is_configured(demo_db, monkeypatch):
+    """``medrev app`` turns off Streamlit's full collection per run; the app script collects the run's
+    young generations itself, also when the run ends early (the sign-in page ends in ``st.stop()``)."""
+    import gc
+
+    from review_app.ui import server
+
+    from .conftest import new_session, sign_in
+
+    assert server.DEFAULTS["STREAMLIT_RUNNER_POST_SCRIPT_GC"] == "false"
+    calls: list[int] = []
+    real = gc.collect
+
+    def counted(generation: int = 2) -> int:
+        calls.append(generation)
+        return real(generation)
+
+    monkeypatch.setattr(gc, "collect", counted)
+    new_session().run()  # signed out: the sign-in form, then st.stop()
+    assert calls.count(1) == 1 and 2 not in calls
+    calls.clear()
+    at = sign_in("rev01")
+    at.switch_page("views/review.py").run()
+    assert calls.count(1) >= 3 and 2 not in calls  # one per run: sign-in form, signing in, pages
