@@ -440,3 +440,21 @@ def test_the_agreement_and_analysis_pages_compute_agreement_once_per_version(stu
     analysis = cached_analysis(engine, "main")
     assert calls == [study_analysis.AGREEMENT_WEIGHTS]
     _same_numbers(analysis.agreement_frame(), page.result.frame())
+
+
+def test_a_value_measured_where_it_was_built_is_not_walked_again():
+    """``nbytes`` takes a value's own ``nbytes_estimate`` (measured in the worker) and walks the rest."""
+    from dataclasses import dataclass
+
+    from review_app.services.study_cache import nbytes
+
+    @dataclass(frozen=True)
+    class Built:
+        frame: pd.DataFrame
+        nbytes_estimate: int | None = None
+
+    frame = pd.DataFrame({"x": range(1000)})
+    walked = nbytes(Built(frame))
+    assert walked >= 8000
+    assert nbytes(Built(frame, nbytes_estimate=walked)) == walked
+    assert nbytes(Built(frame, nbytes_estimate=123)) == 123
