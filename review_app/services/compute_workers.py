@@ -118,7 +118,9 @@ def run(
         slot = _take_slot() if progress is not None else None
         try:
             future = executor.submit(_call_in_worker, *call, slot)
-            return _wait(future, progress, slot)
+            value, size = _wait(future, progress, slot)
+            _measured.last = (value, size)
+            return value
         except BrokenProcessPool:
             _discard(executor)  # a worker died: start new ones and try once more
             if attempt:
@@ -127,6 +129,23 @@ def run(
             if slot is not None:
                 _give_slot(slot)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+# The last result this thread received from a worker and its size as measured there (see measured_nbytes).
+_measured = threading.local()
+
+
+def measured_nbytes(value: Any) -> int | None:
+    """The size a worker measured for ``value`` (``study_cache.nbytes``), if it is the last result this
+    thread received from one, else None (and the record is dropped).
+
+    The study cache files a worker's result under this size instead of walking it again in the app:
+    walking the Agreement page's numbers and tables cost 4-5 ms of the app's Python, under the cache's
+    lock, on every new data version.
+    """
+    last = getattr(_measured, "last", None)
+    _measured.last = None
+    return last[1] if last is not None and last[0] is value else None
 
 
 def prestart(engine: Engine, modules: tuple[str, ...] = ()) -> None:
@@ -315,14 +334,17 @@ def _worker_engine(url: str) -> Engine:
     return engine
 
 
-def _call_in_worker(url: str, job: Callable[..., T], args: tuple, kwargs: dict, uncached: bool, slot: int | None) -> T:
+def _call_in_worker(
+    url: str, job: Callable[..., T], args: tuple, kwargs: dict, uncached: bool, slot: int | None
+) -> tuple[T, int]:
     """Run one job in a worker: on the worker's engine, uncached if the app's call was, with progress.
+    Returns the result and its size (``study_cache.nbytes``), measured here rather than in the app.
 
     An exception that would not survive the trip back (a class whose constructor takes other
     arguments than its message) is raised as a ``RuntimeError`` naming it, rather than breaking the
     pool.
     """
-    from review_app.services.study_cache import compute_uncached
+    from review_app.services.study_cache import compute_uncached, nbytes
 
     engine = _worker_engine(url)
     if slot is not None:
@@ -333,8 +355,9 @@ def _call_in_worker(url: str, job: Callable[..., T], args: tuple, kwargs: dict, 
         kwargs = {**kwargs, "progress": progress}
     try:
         if uncached:
-            return compute_uncached(lambda _version: job(engine, *args, **kwargs), ())
-        return job(engine, *args, **kwargs)
+            value = compute_uncached(lambda _version: job(engine, *args, **kwargs), ())
+        else:
+            value = job(engine, *args, **kwargs)
     except Exception as error:
         try:
             pickle.loads(pickle.dumps(error))
@@ -343,6 +366,7 @@ def _call_in_worker(url: str, job: Callable[..., T], args: tuple, kwargs: dict, 
         raise
     finally:
         _release_memory()
+    return value, nbytes(value)
 
 
 def _release_memory() -> None:

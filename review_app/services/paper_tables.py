@@ -13,7 +13,7 @@ so a table downloaded from a page is the table the study export writes.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 
 import pandas as pd
@@ -38,7 +38,7 @@ from review_app.services import compute_workers, export_latex, export_tables, st
 from review_app.services.export_tables import AGGREGATION_LABELS, STRATUM_LABELS, Table
 from review_app.services.judge_audit import JudgeAuditSummary
 from review_app.services.study_analysis import StudyAgreement, StudyAnalysis
-from review_app.services.study_cache import CACHE, nbytes
+from review_app.services.study_cache import CACHE
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,7 +128,6 @@ class AgreementPage:
 
     result: StudyAgreement
     tables: tuple[PaperTable, ...]
-    nbytes_estimate: int | None = None  # measured in the worker, so the app's cache need not walk it
 
 
 def cached_agreement_page(
@@ -162,8 +161,7 @@ def _agreement_page_job(
     tables = tuple(agreement_tables(result))
     for table in tables:
         table.csv_bytes()  # written here: the file travels with the table (its cached property)
-    page = AgreementPage(result, tables)
-    return replace(page, nbytes_estimate=nbytes(page))
+    return AgreementPage(result, tables)
 
 
 def column_weights(weights: str) -> str:

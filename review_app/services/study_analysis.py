@@ -443,8 +443,7 @@ def study_agreement(
     engine: Engine, study_name: str, *, weights: str = AGREEMENT_WEIGHTS, min_ratings: int = MIN_RATINGS
 ) -> StudyAgreement:
     """Agreement on a study's annotations in force with the given weights and minimum ratings per task."""
-    if isinstance(min_ratings, bool) or int(min_ratings) != min_ratings or min_ratings < 1:
-        raise InvalidInput(f"the minimum number of ratings must be a whole number of at least 1 (got {min_ratings})")
+    check_agreement_options(weights, min_ratings)
     with read_session(engine) as session:
         rubrics = get_study_row(session, study_name).rubric_keys
     frame = annotations_frame(engine, study_name)
@@ -452,11 +451,14 @@ def study_agreement(
     return StudyAgreement(study_name, reports, tuple(notes), weights, int(min_ratings))
 
 
-def _study_facts(engine: Engine, study_name: str) -> tuple[list[str], AnalysisOptions, str | None]:
-    """The study's rubrics, saved analysis options and first model (one short read)."""
+def _study_facts(
+    engine: Engine, study_name: str
+) -> tuple[list[str], AnalysisOptions, str | None, tuple[int, ...]]:
+    """The study's rubrics, saved analysis options, first model and data version (one short read)."""
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
-        return study.rubric_keys, AnalysisOptions.from_settings(study.settings), first_model(session, study.id)
+        options = AnalysisOptions.from_settings(study.settings)
+        return study.rubric_keys, options, first_model(session, study.id), version_in(session, study)
 
 
 def check_agreement_options(weights: str, min_ratings: int) -> None:
@@ -475,36 +477,16 @@ def rubrics_and_version(engine: Engine, study_name: str) -> tuple[list[str], tup
         return study.rubric_keys, version_in(session, study)
 
 
-def cached_agreement(
-    engine: Engine, study_name: str, *, weights: str = AGREEMENT_WEIGHTS, min_ratings: int = MIN_RATINGS
-) -> StudyAgreement:
-    """:func:`study_agreement`, computed once per data version (in a compute worker) and shared by every session."""
-    check_agreement_options(weights, min_ratings)
-    rubrics, version = rubrics_and_version(engine, study_name)
-
-    def compute(version: tuple[int, ...]) -> StudyAgreement:
-        return compute_workers.run(engine, _agreement_job, study_name, version, rubrics, weights, int(min_ratings))
-
-    key = ("agreement", weights, int(min_ratings))
-    return CACHE.get(engine, study_name, key, compute, current_version=version)
-
-
-def _agreement_job(
-    engine: Engine, study_name: str, version: tuple[int, ...], rubrics: list[str], weights: str, min_ratings: int
-) -> StudyAgreement:
-    """Agreement on the study's frame of ``version`` (a compute-worker job: the frame stays in the worker)."""
-    return agreement_of_version(engine, study_name, version, rubrics, weights, min_ratings)
-
-
 def agreement_of_version(
     engine: Engine, study_name: str, version: tuple[int, ...], rubrics: list[str], weights: str, min_ratings: int
 ) -> StudyAgreement:
     """Agreement on the study's frame of ``version``, computed once per version in this process.
 
-    Called in the compute worker by the jobs that need it (this module's agreement, the Agreement
-    page's tables in :mod:`review_app.services.paper_tables`), so a lead who opens Agreement and then
-    Analysis has the agreement computed once. Its own cache key: the app's caller holds the lock of its
-    key while the job runs, and with no worker (``MEDREV_COMPUTE_WORKERS=0``) the job runs in the app.
+    Called in the compute worker by the jobs that need it (the Analysis page's, with the default
+    weights, and the Agreement page's in :mod:`review_app.services.paper_tables`), so a lead who opens
+    Agreement and then Analysis has the agreement computed once. Its own cache key: the app's caller
+    holds the lock of its key while the job runs, and with no worker (``MEDREV_COMPUTE_WORKERS=0``) the
+    job runs in the app.
     """
 
     def compute(version: tuple[int, ...]) -> StudyAgreement:
@@ -521,25 +503,17 @@ def cached_analysis(engine: Engine, study_name: str) -> StudyAnalysis:
     Computed once per data version and options (in a compute worker), one copy shared by every
     session (see :mod:`review_app.services.study_cache`). The Rubric A bootstrap is left out (its
     intervals are ``None``): it is the slow part and is computed only where it is shown, by
-    :func:`cached_rubric_a_intervals`. Agreement is the Agreement page's default view, shared.
+    :func:`cached_rubric_a_intervals`. Its agreement (default weights) is computed once per version
+    in the worker, shared with the Agreement page's (:func:`agreement_of_version`).
     The result's ``annotations`` has the frame's columns but no rows: the page does not show
     them, and the app process must not hold the frame (:func:`study_analysis` gives it whole).
     """
-    rubrics, options, model = _study_facts(engine, study_name)
+    rubrics, options, model, version = _study_facts(engine, study_name)
 
     def compute(version: tuple[int, ...]) -> StudyAnalysis:
-        default = CACHE.get(
-            engine,
-            study_name,
-            ("agreement", AGREEMENT_WEIGHTS, MIN_RATINGS),
-            lambda v: compute_workers.run(
-                engine, _agreement_job, study_name, v, rubrics, AGREEMENT_WEIGHTS, MIN_RATINGS
-            ),
-            version=version,
-        )
-        return compute_workers.run(engine, _analysis_job, study_name, version, rubrics, options, model, default)
+        return compute_workers.run(engine, _analysis_job, study_name, version, rubrics, options, model)
 
-    return CACHE.get(engine, study_name, ("analysis", options.key(), model), compute)
+    return CACHE.get(engine, study_name, ("analysis", options.key(), model), compute, current_version=version)
 
 
 def _analysis_job(
@@ -549,7 +523,6 @@ def _analysis_job(
     rubrics: list[str],
     options: AnalysisOptions,
     model: str | None,
-    default: StudyAgreement,
 ) -> StudyAnalysis:
     """:func:`analyse` without bootstrap on the frame of ``version``, returned as the app keeps it.
 
@@ -559,6 +532,7 @@ def _analysis_job(
     the harm model's input to the factor columns and ``in_model`` (the page's reference pickers and
     its left-out count). Those rows were 15 MB of the app process at 200,000 annotations.
     """
+    default = agreement_of_version(engine, study_name, version, rubrics, AGREEMENT_WEIGHTS, MIN_RATINGS)
     frame = study_frame(engine, study_name, version=version)
     analysis = analyse(
         frame,
@@ -599,14 +573,14 @@ def cached_rubric_a_intervals(
     resamples done (the page's progress bar; the resamples run in a compute worker, which reports
     its progress back). None when the study has no Rubric A annotations.
     """
-    rubrics = _study_facts(engine, study_name)[0]
+    rubrics, version = rubrics_and_version(engine, study_name)
     if "A" not in rubrics:
         return None
 
     def compute(version: tuple[int, ...]) -> RubricASummary | None:
         return compute_workers.run(engine, _rubric_a_job, study_name, version, n_boot, seed, progress=progress)
 
-    return CACHE.get(engine, study_name, ("rubric_a_bootstrap", n_boot, seed), compute)
+    return CACHE.get(engine, study_name, ("rubric_a_bootstrap", n_boot, seed), compute, current_version=version)
 
 
 def _rubric_a_job(

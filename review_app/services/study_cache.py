@@ -67,6 +67,7 @@ from review_app.db.models import (
     Task,
     TaskFlag,
 )
+from review_app.services import compute_workers
 from review_app.services.annotations import (
     get_study_row,
     load_annotations,
@@ -158,17 +159,11 @@ def nbytes(value: Any, seen: set[int] | None = None, depth: int = 0) -> int:
     Long lists and tuples (a disagreement queue of 20,000 entries, each with its ratings) are
     measured on a sample of :data:`SAMPLED_ABOVE` elements: walking every one cost 0.7-1.8 s per
     stored queue, on the page's first load.
-    A value that carries its own ``nbytes_estimate`` (an int, measured where it was built: a compute
-    worker) is taken at its word: walking the Agreement page's numbers and tables here cost 4-5 ms of
-    the app's Python on every new data version.
     """
     seen = set() if seen is None else seen
     if id(value) in seen or depth > 6 or value is None:
         return 0
     seen.add(id(value))
-    known = getattr(value, "nbytes_estimate", None)
-    if isinstance(known, int) and not isinstance(known, bool):
-        return known
     if isinstance(value, pd.DataFrame | pd.Series):
         frame = value.to_frame() if isinstance(value, pd.Series) else value
         shallow = int(frame.memory_usage(index=True, deep=False).sum())
@@ -342,8 +337,9 @@ class StudyCache:
                 entry = _Entry(version)
                 self._entries[study_key] = entry
             seen = {id(v) for v in entry.values.values()}
+            measured = compute_workers.measured_nbytes(value)  # a worker's result comes measured
             entry.values[key] = value
-            entry.sizes[key] = nbytes(value, seen)
+            entry.sizes[key] = measured if measured is not None else nbytes(value, seen)
             self._entries.move_to_end(study_key)
             while len(entry.values) > self.max_values:
                 old, _ = entry.values.popitem(last=False)

@@ -19,7 +19,8 @@ from review_app.db.engine import make_engine
 from review_app.db.errors import DatabaseUnavailable
 from review_app.services import adjudication, compute_workers, quality
 from review_app.services.errors import InvalidInput, NotFound
-from review_app.services.study_analysis import cached_agreement, cached_analysis, study_agreement
+from review_app.services.paper_tables import cached_agreement_page
+from review_app.services.study_analysis import cached_analysis, study_agreement
 from review_app.services.study_cache import CACHE, study_frame
 
 from .factories import rate
@@ -62,7 +63,7 @@ class _Unpicklable(Exception):
 def _everything(engine):
     """What the lead pages show, as plain comparable values."""
     lead = _lead(engine)
-    agreement = cached_agreement(engine, "main")
+    agreement = cached_agreement_page(engine, "main").result
     analysis = cached_analysis(engine, "main")
     report = quality.cached_quality_report(engine, lead, "main")
     queue = adjudication.disagreement_queue(engine, "main", "B", include_unanimous=True)
@@ -108,11 +109,11 @@ def test_a_worker_computes_the_same_numbers_as_the_app(study, monkeypatch):
 
 def test_no_stale_numbers_after_a_submit_with_a_worker(study):
     engine, _lead_row, slots = study
-    before = cached_agreement(engine, "main")
-    assert cached_agreement(engine, "main") is before
+    before = cached_agreement_page(engine, "main").result
+    assert cached_agreement_page(engine, "main").result is before
     rate(engine, slots[4][1][0], WORST)
     rate(engine, slots[4][1][1], SAFE)
-    after = cached_agreement(engine, "main")
+    after = cached_agreement_page(engine, "main").result
     assert after.reports["B"]["harm_potential"].n_units == before.reports["B"]["harm_potential"].n_units + 1
     pd.testing.assert_frame_equal(after.frame(), study_agreement(engine, "main").frame())
     queue = adjudication.disagreement_queue(engine, "main", "B", include_unanimous=True)
@@ -130,7 +131,7 @@ def test_workers_do_not_load_pyarrow_and_exports_still_write_parquet(study, tmp_
     from review_app.services.export import export_study
 
     engine, _lead_row, _slots = study
-    cached_agreement(engine, "main")
+    cached_agreement_page(engine, "main")
     assert compute_workers.run(engine, _modules_job) == (True, True)
     result = export_study(engine, "main", tmp_path / "out", formats="csv,parquet")
     raw = {file.format: file for file in result.files if file.table == "raw_annotations"}
@@ -143,7 +144,7 @@ def test_workers_do_not_load_pyarrow_and_exports_still_write_parquet(study, tmp_
 def test_workers_yield_the_cpu_to_the_app(study):
     """Lead statistics run at a lower priority than reviewers' requests in the app."""
     engine, _lead_row, _slots = study
-    cached_agreement(engine, "main")
+    cached_agreement_page(engine, "main")
     (pid,) = compute_workers.worker_pids()
     expected = min(19, os.getpriority(os.PRIO_PROCESS, 0) + compute_workers.WORKER_NICENESS)
     assert os.getpriority(os.PRIO_PROCESS, pid) == expected
@@ -151,14 +152,14 @@ def test_workers_yield_the_cpu_to_the_app(study):
 
 def test_a_killed_worker_is_replaced_and_the_computation_retried(study):
     engine, _lead_row, _slots = study
-    first = cached_agreement(engine, "main")
+    first = cached_agreement_page(engine, "main").result
     (pid,) = compute_workers.worker_pids()
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
     while pid in compute_workers.worker_pids() and time.monotonic() < deadline:
         time.sleep(0.05)
     CACHE.clear()
-    again = cached_agreement(engine, "main")  # the broken pool is replaced; the page is not broken
+    again = cached_agreement_page(engine, "main").result  # the broken pool is replaced; the page is not broken
     pd.testing.assert_frame_equal(first.frame(), again.frame())
     assert compute_workers.worker_pids() and pid not in compute_workers.worker_pids()
 

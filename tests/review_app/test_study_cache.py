@@ -9,8 +9,8 @@ import pytest
 
 from review_app.services import adjudication, assignment, compute_workers, quality, reviewing, studies
 from review_app.services.actors import SYSTEM
+from review_app.services.paper_tables import cached_agreement_page
 from review_app.services.study_analysis import (
-    cached_agreement,
     cached_analysis,
     cached_rubric_a_intervals,
     study_agreement,
@@ -66,14 +66,14 @@ def _same_numbers(a: pd.DataFrame, b: pd.DataFrame) -> None:
 
 def test_a_submit_changes_the_cached_agreement(study):
     engine, _lead, slots = study
-    before = cached_agreement(engine, "main")
-    assert cached_agreement(engine, "main") is before  # a rerun with no write reuses it
+    before = cached_agreement_page(engine, "main").result
+    assert cached_agreement_page(engine, "main").result is before  # a rerun with no write reuses it
     version = data_version(engine, "main")
     task, task_slots = slots[4]
     rate(engine, task_slots[0], WORST)
     rate(engine, task_slots[1], SAFE)
     assert data_version(engine, "main") != version
-    after = cached_agreement(engine, "main")
+    after = cached_agreement_page(engine, "main").result
     assert after is not before
     harm = after.reports["B"]["harm_potential"]
     assert harm.n_units == before.reports["B"]["harm_potential"].n_units + 1 == 5
@@ -112,7 +112,7 @@ def test_one_copy_shared_by_concurrent_sessions(study):
 
     def open_page() -> None:
         try:
-            results.append(cached_agreement(engine, "main"))
+            results.append(cached_agreement_page(engine, "main").result)
         except Exception as error:  # pragma: no cover - reported below
             errors.append(error)
 
@@ -389,7 +389,7 @@ def test_a_submit_after_the_agreement_page_read_its_version_gives_the_newer_agre
         return read
 
     monkeypatch.setattr(study_analysis, "rubrics_and_version", then_both_ratings)
-    result = cached_agreement(engine, "main")
+    result = cached_agreement_page(engine, "main").result
     assert read_before[0] != data_version(engine, "main")
     assert result.frame()["n_units"].max() == 5
     _same_numbers(result.frame(), study_agreement(engine, "main").frame())
@@ -442,19 +442,23 @@ def test_the_agreement_and_analysis_pages_compute_agreement_once_per_version(stu
     _same_numbers(analysis.agreement_frame(), page.result.frame())
 
 
-def test_a_value_measured_where_it_was_built_is_not_walked_again():
-    """``nbytes`` takes a value's own ``nbytes_estimate`` (measured in the worker) and walks the rest."""
-    from dataclasses import dataclass
+def test_a_worker_s_result_is_filed_under_the_size_the_worker_measured(study, monkeypatch):
+    """The app's cache does not walk a compute worker's result again: the worker measured it."""
+    from review_app.services import study_cache
 
-    from review_app.services.study_cache import nbytes
+    engine, _lead, _slots = study
+    walked: list[str] = []
+    real = study_cache.nbytes
 
-    @dataclass(frozen=True)
-    class Built:
-        frame: pd.DataFrame
-        nbytes_estimate: int | None = None
+    def counted(value, *args, **kwargs):
+        walked.append(type(value).__name__)
+        return real(value, *args, **kwargs)
 
-    frame = pd.DataFrame({"x": range(1000)})
-    walked = nbytes(Built(frame))
-    assert walked >= 8000
-    assert nbytes(Built(frame, nbytes_estimate=walked)) == walked
-    assert nbytes(Built(frame, nbytes_estimate=123)) == 123
+    monkeypatch.setattr(study_cache, "nbytes", counted)
+    page = cached_agreement_page(engine, "main")
+    if compute_workers.in_process(engine):
+        assert "AgreementPage" in walked  # computed here: measured here
+    else:
+        assert "AgreementPage" not in walked
+        stored, here = CACHE.stats().nbytes, real(page)  # the worker's measure, and this process's of its copy
+        assert here > 1000 and abs(stored - here) <= 0.1 * here
