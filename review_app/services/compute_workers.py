@@ -109,7 +109,7 @@ def run(
         if progress is not None:
             kwargs["progress"] = progress
         return job(engine, *args, **kwargs)
-    from review_app.services.study_cache import uncached_active
+    from review_app.services.study_cache import note_measured, uncached_active
 
     url = engine.url.render_as_string(hide_password=False)
     call = (url, job, args, kwargs, uncached_active())
@@ -119,7 +119,7 @@ def run(
         try:
             future = executor.submit(_call_in_worker, *call, slot)
             value, size = _wait(future, progress, slot)
-            _measured.last = (value, size)
+            note_measured(value, size)  # the cache files it under the worker's measure
             return value
         except BrokenProcessPool:
             _discard(executor)  # a worker died: start new ones and try once more
@@ -129,23 +129,6 @@ def run(
             if slot is not None:
                 _give_slot(slot)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-# The last result this thread received from a worker and its size as measured there (see measured_nbytes).
-_measured = threading.local()
-
-
-def measured_nbytes(value: Any) -> int | None:
-    """The size a worker measured for ``value`` (``study_cache.nbytes``), if it is the last result this
-    thread received from one, else None (and the record is dropped).
-
-    The study cache files a worker's result under this size instead of walking it again in the app:
-    walking the Agreement page's numbers and tables cost 4-5 ms of the app's Python, under the cache's
-    lock, on every new data version.
-    """
-    last = getattr(_measured, "last", None)
-    _measured.last = None
-    return last[1] if last is not None and last[0] is value else None
 
 
 def prestart(engine: Engine, modules: tuple[str, ...] = ()) -> None:

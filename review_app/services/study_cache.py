@@ -67,7 +67,6 @@ from review_app.db.models import (
     Task,
     TaskFlag,
 )
-from review_app.services import compute_workers
 from review_app.services.annotations import (
     get_study_row,
     load_annotations,
@@ -148,6 +147,24 @@ def version_in(session: Session, study: Study) -> tuple[int, ...]:
     row = session.exec(select(*parts)).one()
     created = int(study.created_at.timestamp() * 1_000_000) if study.created_at else 0
     return tuple(int(v) for v in (study.id, created, *row))
+
+
+# The last result this thread received from a compute worker and its size as measured there.
+_measured = threading.local()
+
+
+def note_measured(value: Any, size: int) -> None:
+    """Record ``size`` (:func:`nbytes`, measured by the compute worker that built ``value``) for the
+    cache to file ``value`` under, instead of walking it again in the app: walking the Agreement
+    page's numbers and tables cost 4-5 ms of the app's Python, under the cache's lock, on every new
+    data version. Kept for this thread's next store only."""
+    _measured.last = (value, size)
+
+
+def _measured_nbytes(value: Any) -> int | None:
+    last = getattr(_measured, "last", None)
+    _measured.last = None
+    return last[1] if last is not None and last[0] is value else None
 
 
 def nbytes(value: Any, seen: set[int] | None = None, depth: int = 0) -> int:
@@ -337,7 +354,7 @@ class StudyCache:
                 entry = _Entry(version)
                 self._entries[study_key] = entry
             seen = {id(v) for v in entry.values.values()}
-            measured = compute_workers.measured_nbytes(value)  # a worker's result comes measured
+            measured = _measured_nbytes(value)  # a compute worker's result comes measured
             entry.values[key] = value
             entry.sizes[key] = measured if measured is not None else nbytes(value, seen)
             self._entries.move_to_end(study_key)
