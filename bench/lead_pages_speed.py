@@ -14,7 +14,8 @@ child process, so the figures below are the app's alone), then measures, server 
   script run if ``runner.postScriptGC`` is on (AppTest makes none; ``medrev app`` turns it off:
   ``STREAMLIT_RUNNER_POST_SCRIPT_GC=true`` measures Streamlit's default); AppTest waits for each run
   as the server does, without its polling from the calling thread every millisecond
-  (``MEDREV_BENCH_POLLING_WAIT=1`` keeps the polling);
+  (``MEDREV_BENCH_POLLING_WAIT=1`` keeps the polling), and compiles each script once, as the server
+  does (``MEDREV_BENCH_COMPILE_EVERY_RUN=1`` keeps AppTest's compilation on every run);
 - reviewers' submit-to-next (submit, fetch the next task, open its material) p95, idle and while a
   lead reloads the Agreement page in a loop in another thread of the same process (as in the app's
   server), in alternating blocks (``idle_and_with_lead``), and their ratio;
@@ -422,7 +423,14 @@ class _Reviewers:
         return ScoreSheet(rubric=rubric_key, scores={d.key: self.rng.choice(d.values) for d in rubric.dimensions})
 
     def one(self) -> float | None:
-        """One reviewer's submit-to-next in seconds (None when they have nothing left)."""
+        """One reviewer's submit-to-next in seconds (None when they have nothing left), as a reviewer's
+        request: the app runs the review page's runs as ``priority.reviewer_work`` (lead work yields to them)."""
+        from review_app.services.priority import reviewer_work
+
+        with reviewer_work():
+            return self._one()
+
+    def _one(self) -> float | None:
         from review_app.services import reviewing
 
         reviewer = self.rng.choice(self.ids)
@@ -538,13 +546,20 @@ def time_next_task(engine, n: int) -> tuple[float, float]:
 
 def _as_the_server_starts() -> None:
     """What ``medrev app``'s server does at start-up: import the pages' modules and freeze them (``medrev_asgi``);
-    and AppTest waits for a script run as the server does (:func:`_wait_as_the_server_does`)."""
+    and AppTest waits for a script run as the server does (:func:`_wait_as_the_server_does`) and
+    compiles each script once, as the server does."""
     import review_app.ui.medrev_asgi  # noqa: F401
 
     if not POLLING_WAIT:
         from streamlit.testing.v1 import local_script_runner
 
         local_script_runner.require_widgets_deltas = _wait_as_the_server_does
+    if not COMPILE_EVERY_RUN:
+        from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+        from streamlit.testing.v1 import app_test, local_script_runner
+
+        scripts = ScriptCache()
+        app_test.ScriptCache = local_script_runner.ScriptCache = lambda: scripts
 
 
 # AppTest waits for a script run by polling from the calling thread every millisecond, taking the
@@ -553,6 +568,10 @@ def _as_the_server_starts() -> None:
 # waits for the run's end without polling. MEDREV_BENCH_POLLING_WAIT=1 keeps AppTest's polling (as
 # the figures before this change were taken).
 POLLING_WAIT = os.environ.get("MEDREV_BENCH_POLLING_WAIT") == "1"
+# AppTest also compiles app.py and the page again on every run (a new ScriptCache each time: 7-12 ms of
+# the interpreter per Agreement reload, the magic commands' AST pass included); the server compiles
+# each script once (its Runtime's one ScriptCache). MEDREV_BENCH_COMPILE_EVERY_RUN=1 keeps AppTest's.
+COMPILE_EVERY_RUN = os.environ.get("MEDREV_BENCH_COMPILE_EVERY_RUN") == "1"
 
 
 def _wait_as_the_server_does(runner, timeout: float = 3) -> None:

@@ -8,11 +8,13 @@ study pages. Pages not built for a role are not registered at all, and every pag
 again itself.
 """
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import streamlit as st
 
 from review_app.services import accounts
+from review_app.services.priority import reviewer_work, yield_to_reviewers
 from review_app.ui.components.database import database_faults_shown, require_database
 from review_app.ui.components.text import plain
 from review_app.ui.session import (
@@ -92,7 +94,10 @@ def main() -> None:
     with st.sidebar:
         st.markdown(f"**{plain(user.display_name)}**  \n{user.role}")
         st.button("Sign out", on_click=sign_out, icon=":material/logout:")
-    with database_faults_shown():
+    reviewing = any(page is listed for listed in sections["Review"])
+    with database_faults_shown(), reviewer_work() if reviewing else nullcontext():
+        if not reviewing:
+            yield_to_reviewers()  # a lead page starts after the reviewers' requests in flight (services.priority)
         page.run()
 
 

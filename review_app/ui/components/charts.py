@@ -12,6 +12,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from review_app.services.export_tables import AGGREGATION_LABELS, CLASS_LABELS
+from review_app.services.priority import lead_step
 
 COLORS = {"complete": "#2f8f5b", "open": "#c9d3e6", "submitted": "#2f8f5b", "skipped": "#e0a43a"}
 MARGIN = dict(l=10, r=10, t=40, b=10)
@@ -32,6 +33,7 @@ def horizontal_line(y: float, **line) -> dict:
     return dict(type="line", x0=0, x1=1, xref="x domain", y0=y, y1=y, yref="y", line=line)
 
 
+@lead_step
 def completion_bars(rows: list[dict], key: str, title: str) -> go.Figure:
     labels = [str(r[key]) for r in rows]
     complete = [r["complete"] for r in rows]
@@ -52,6 +54,7 @@ def completion_bars(rows: list[dict], key: str, title: str) -> go.Figure:
     )
 
 
+@lead_step
 def reviewer_bars(rows: list[dict]) -> go.Figure:
     names = [r["username"] for r in rows]
     return go.Figure(
@@ -77,6 +80,7 @@ def reviewer_bars(rows: list[dict]) -> go.Figure:
     )
 
 
+@lead_step
 def agreement_forest(frame) -> go.Figure:
     """Coefficient with its 95% CI per score (rows of ``StudyAnalysis.agreement_frame()``)."""
     names = list(frame["score_name"])
@@ -104,6 +108,7 @@ def agreement_forest(frame) -> go.Figure:
     )
 
 
+@lead_step
 def score_usage(frame) -> go.Figure:
     """How often each score was given, per dimension (stacked)."""
     columns = [c for c in frame.columns if c.startswith("n_score_")]
@@ -133,6 +138,7 @@ def score_usage(frame) -> go.Figure:
     )
 
 
+@lead_step
 def pass_rates(frame) -> go.Figure:
     """Rubric A pass rate per dimension with Wilson 95% CIs."""
     return go.Figure(
@@ -158,6 +164,7 @@ def pass_rates(frame) -> go.Figure:
     )
 
 
+@lead_step
 def outcome_classes(frame) -> go.Figure:
     """Rubric B outcome-class rates per aggregation (all tasks), with Wilson 95% CIs."""
     rows = frame[frame["group"] == "all"]
@@ -189,6 +196,7 @@ def outcome_classes(frame) -> go.Figure:
     )
 
 
+@lead_step
 def odds_ratios(table) -> go.Figure:
     """Adjusted odds ratios with 95% CIs on a log axis.
 
@@ -228,6 +236,7 @@ def odds_ratios(table) -> go.Figure:
     )
 
 
+@lead_step
 def judge_labels(confusion) -> go.Figure:
     """Clinician labels against the judge's: one bar group per judge label, bars by clinician label."""
     palette = {"recognized": "#2f8f5b", "neutral": "#7f8c8d", "polluted": "#c0392b"}
@@ -254,6 +263,7 @@ def judge_labels(confusion) -> go.Figure:
     )
 
 
+@lead_step
 def confidence_levels(by_confidence) -> go.Figure:
     """Paired annotations per confidence level, agreeing with the judge or not; every level of the scale is a bar.
 

@@ -7,6 +7,7 @@ import re
 import streamlit as st
 
 from review_app.services.paper_tables import PaperTable
+from review_app.services.priority import lead_step
 from review_app.ui.components.text import plain
 
 
@@ -14,6 +15,7 @@ def _stem(study: str, key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", f"{study}_{key}").strip("_").lower()
 
 
+@lead_step
 def show(table: PaperTable, study: str, *, heading: str = "#####") -> None:
     """Render ``table`` with its caption under it and a download button per file it has."""
     st.markdown(f"{heading} {plain(table.title)}")

@@ -14,6 +14,7 @@ import streamlit as st
 from review_app.analysis.reviewer_quality import drift_limit
 from review_app.services import planning, quality
 from review_app.services.errors import ServiceError
+from review_app.services.priority import lead_step
 from review_app.ui.components.charts import MARGIN, horizontal_line, titled, vertical_line
 
 REPORT_WAIT_SECONDS = 0.5  # a small study's full report is ready by then: shown at once, severity included
@@ -72,6 +73,7 @@ def _wait_for_alerts(db, user, study: str, *, shown: bool) -> None:
     st.caption(f":material/hourglass_top: Checking reviewer quality (drift, gold accuracy); {what}.")
 
 
+@lead_step
 def severity_forest(table: pd.DataFrame) -> go.Figure:
     """Each reviewer's severity (harm-model random intercept) with its 95% interval."""
     rows = table.loc[table["severity"].notna()] if "severity" in table else table.iloc[0:0]
@@ -100,6 +102,7 @@ def severity_forest(table: pd.DataFrame) -> go.Figure:
     )
 
 
+@lead_step
 def cusum_chart(path: pd.DataFrame, alpha: float, rater: str) -> go.Figure:
     """The reviewer's CUSUM of signed disagreement with the band the drift test uses."""
     n = len(path)

@@ -1,0 +1,101 @@
+"""Reviewers first: in the app's one interpreter, a lead page's work waits while a reviewer's runs.
+
+Every Streamlit session of ``medrev app`` runs its scripts in a thread of one Python process, and
+Python runs one thread at a time (the GIL). A lead page's rerun still holds the interpreter for
+30-40 ms in the app process after its numbers come back from the compute worker (unpickling them,
+building its figures and tables, Streamlit's elements); a reviewer's submit that arrives meanwhile
+shares the interpreter with it, 5 ms slices each (``sys.getswitchinterval``), and took 1.3-1.8x
+its idle time at panel scale (issue 17).
+
+So the two kinds of work are told apart:
+
+* a reviewer's request (the review and queue pages' runs, the scoring region's reruns) runs inside
+  :func:`reviewer_work`, which counts the requests in flight;
+* lead work calls :func:`yield_to_reviewers` between its steps (before unpickling a computed
+  result, before each figure and table it draws): while a reviewer's request is in flight, it
+  waits, without the interpreter, until none is, for at most ``MAX_WAIT_S`` per step, so a stream
+  of reviewers slows a lead page but never stops it.
+
+The wait needs no lock when no reviewer is in flight (the common case: one integer read). A thread
+inside :func:`reviewer_work` never waits for itself (a lead reviewing tasks, a page that draws a
+figure within a reviewer's request).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# A lead step waits at most this long for reviewers (a stream of them must not stall a lead page:
+# ten waits at the bound are a second).
+MAX_WAIT_S = 0.1
+
+_changed = threading.Condition(threading.Lock())
+_in_flight = 0
+_local = threading.local()
+
+
+@contextmanager
+def reviewer_work() -> Iterator[None]:
+    """Mark the calling thread's work as a reviewer's request while the block runs (nestable)."""
+    global _in_flight
+    depth = getattr(_local, "depth", 0)
+    _local.depth = depth + 1
+    with _changed:
+        _in_flight += 1
+    try:
+        yield
+    finally:
+        with _changed:
+            _in_flight -= 1
+            if not _in_flight:
+                _changed.notify_all()
+        _local.depth = depth
+
+
+def reviewer_run(function: Callable[P, T]) -> Callable[P, T]:
+    """Decorate a reviewer-facing function (a page's fragment) so each call is :func:`reviewer_work`."""
+
+    @wraps(function)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        with reviewer_work():
+            return function(*args, **kwargs)
+
+    return run
+
+
+def lead_step(function: Callable[P, T]) -> Callable[P, T]:
+    """Decorate a step of lead work (a figure, a table) so it first yields to reviewers in flight."""
+
+    @wraps(function)
+    def step(*args: P.args, **kwargs: P.kwargs) -> T:
+        yield_to_reviewers()
+        return function(*args, **kwargs)
+
+    return step
+
+
+def reviewers_in_flight() -> int:
+    """How many reviewers' requests are running now (in every thread of this process)."""
+    return _in_flight
+
+
+def yield_to_reviewers(max_wait: float = MAX_WAIT_S) -> float:
+    """Wait (without the interpreter) while a reviewer's request runs, at most ``max_wait`` seconds.
+
+    Called by lead work between its steps. Returns the seconds waited (0 when no reviewer was in
+    flight or the caller is one).
+    """
+    if not _in_flight or getattr(_local, "depth", 0):
+        return 0.0
+    start = time.perf_counter()
+    with _changed:
+        _changed.wait_for(lambda: not _in_flight, timeout=max_wait)
+    return time.perf_counter() - start
