@@ -121,6 +121,28 @@ def read_session(engine: Engine) -> Iterator[Session]:
 
 
 @contextmanager
+def statement_session(engine: Engine) -> Iterator[Session]:
+    """A read session for short reads that need not agree with each other, with no transaction on
+    PostgreSQL: each statement runs on its own (autocommit) and sees the latest commits.
+
+    A PostgreSQL transaction costs two round trips of its own (``BEGIN``, and the ``ROLLBACK`` that
+    ends a read), as many as the reads of a reviewer's next task: next-task p95 4.2-6.6 ms against a
+    ``SELECT 1`` p95 of 1.2-1.9 ms on a busy machine. SQLite runs in the process (nothing to save) and
+    gets a :func:`read_session`.
+    """
+    if engine.dialect.name != "postgresql":
+        with read_session(engine) as session:
+            yield session
+        return
+    with database_faults(engine), Session(_autocommit(engine), expire_on_commit=False) as session:
+        yield session
+
+
+def _autocommit(engine: Engine) -> Engine:
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
+
+
+@contextmanager
 def snapshot_session(engine: Engine) -> Iterator[Session]:
     """A read session whose statements all see one snapshot of the database, whatever commits meanwhile.
 

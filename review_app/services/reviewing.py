@@ -34,7 +34,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from bench_core.medmisbench import taxonomy
-from review_app.db.engine import read_only_reason, read_session, write_session
+from review_app.db.engine import read_only_reason, read_session, statement_session, write_session
 from review_app.db.models import (
     Annotation,
     AnnotationScore,
@@ -180,9 +180,11 @@ def next_assignment(
 
     One query per status, in that order, each reading ``ix_assignment_next`` (reviewer, status,
     study, pool rank, rubric, id) from its start and stopping at the first assignment whose task is
-    not locked: an index lookup however long the reviewer's queue is.
+    not locked: an index lookup however long the reviewer's queue is. The queries run without a
+    transaction on PostgreSQL (``statement_session``): each is one round trip, and a change between
+    them (a task locked, a skip) shows at the next call, as it would a moment later anyway.
     """
-    with read_session(engine) as session:
+    with statement_session(engine) as session:
         for status in _QUEUE_STATUSES:
             query = (
                 select(Assignment.id)
