@@ -126,8 +126,8 @@ def statement_session(engine: Engine) -> Iterator[Session]:
     PostgreSQL: each statement runs on its own (autocommit) and sees the latest commits.
 
     A PostgreSQL transaction costs two round trips of its own (``BEGIN``, and the ``ROLLBACK`` that
-    ends a read), as many as the reads of a reviewer's next task: next-task p95 4.2-6.6 ms against a
-    ``SELECT 1`` p95 of 1.2-1.9 ms on a busy machine. SQLite runs in the process (nothing to save) and
+    ends a read), as many as the reads of a reviewer's next task; on a database across a network each
+    is a network latency on every reviewer's submit. SQLite runs in the process (nothing to save) and
     gets a :func:`read_session`.
     """
     if engine.dialect.name != "postgresql":

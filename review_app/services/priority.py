@@ -11,10 +11,11 @@ So the two kinds of work are told apart:
 
 * a reviewer's request (the review and queue pages' runs, the scoring region's reruns) runs inside
   :func:`reviewer_work`, which counts the requests in flight;
-* lead work calls :func:`yield_to_reviewers` between its steps (before unpickling a computed
-  result, before each figure and table it draws): while a reviewer's request is in flight, it
-  waits, without the interpreter, until none is, for at most ``MAX_WAIT_S`` per step, so a stream
-  of reviewers slows a lead page but never stops it.
+* lead work calls :func:`yield_to_reviewers` between its steps (a lead page's start, each figure
+  and table it draws: ``lead_step``): while a reviewer's request is in flight, it waits, without
+  the interpreter, until none is, for at most ``MAX_WAIT_S`` per step, so a stream of reviewers
+  slows a lead page but never stops it. A step already running is not interrupted: the shorter the
+  steps, the less a reviewer waits.
 
 The wait needs no lock when no reviewer is in flight (the common case: one integer read). A thread
 inside :func:`reviewer_work` never waits for itself (a lead reviewing tasks, a page that draws a
