@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from review_app.demo import DEMO_STUDY
 from review_app.rubrics import get_rubric
-from review_app.services import paper_tables, priority, reviewing
+from review_app.services import priority, reviewing
+from review_app.ui.components import analysis_cache
 
 from .conftest import sign_in
 from .panel_support import Panel
@@ -40,7 +41,7 @@ def test_the_review_page_and_its_submit_run_as_a_reviewer_s_request(demo_db, mon
 def test_a_lead_page_is_not_a_reviewer_s_request_and_yields_before_each_figure_and_table(demo_db, monkeypatch):
     at = sign_in("lead01")
     at.session_state["lead_study"] = DEMO_STUDY
-    pages = _in_flight_when_called(monkeypatch, paper_tables, "cached_agreement_page")
+    pages = _in_flight_when_called(monkeypatch, analysis_cache, "cached_agreement_page")  # the name the page calls
     yields: list[float] = []
     real = priority.yield_to_reviewers
 
