@@ -45,7 +45,10 @@ _local = threading.local()
 
 @contextmanager
 def reviewer_work() -> Iterator[None]:
-    """Mark the calling thread's work as a reviewer's request while the block runs (nestable)."""
+    """Mark the calling thread's work as a reviewer's request while the block runs (nestable).
+
+    Also a decorator (``@reviewer_work()``): each call of the decorated function is one request.
+    """
     global _in_flight
     depth = getattr(_local, "depth", 0)
     _local.depth = depth + 1
@@ -59,17 +62,6 @@ def reviewer_work() -> Iterator[None]:
             if not _in_flight:
                 _changed.notify_all()
         _local.depth = depth
-
-
-def reviewer_run(function: Callable[P, T]) -> Callable[P, T]:
-    """Decorate a reviewer-facing function (a page's fragment) so each call is :func:`reviewer_work`."""
-
-    @wraps(function)
-    def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        with reviewer_work():
-            return function(*args, **kwargs)
-
-    return run
 
 
 def lead_step(function: Callable[P, T]) -> Callable[P, T]:

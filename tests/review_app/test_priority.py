@@ -67,7 +67,7 @@ def test_the_count_drops_when_a_reviewer_s_request_fails():
     assert priority.yield_to_reviewers(max_wait=5) == 0.0
 
 
-def test_lead_steps_and_reviewer_runs_keep_their_function():
+def test_lead_steps_and_decorated_reviewer_requests_keep_their_function():
     calls: list[str] = []
 
     @priority.lead_step
@@ -76,7 +76,7 @@ def test_lead_steps_and_reviewer_runs_keep_their_function():
         calls.append("draw")
         return x + 1
 
-    @priority.reviewer_run
+    @priority.reviewer_work()
     def region() -> int:
         return priority.reviewers_in_flight()
 

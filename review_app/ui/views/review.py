@@ -15,7 +15,7 @@ import streamlit as st
 from review_app.rubrics import get_rubric
 from review_app.services import flags, reviewing
 from review_app.services.errors import ServiceError
-from review_app.services.priority import reviewer_run
+from review_app.services.priority import reviewer_work
 from review_app.ui.components import material, scoring
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, flash, refresh_user, require_role, show_flashes
@@ -75,7 +75,7 @@ _TASK_RUN = "mr_task_region_run"
 
 
 @st.fragment
-@reviewer_run  # its reruns alone are a reviewer's requests too (services.priority)
+@reviewer_work()  # its reruns alone are a reviewer's requests too (services.priority)
 def _task_region(page_run: int) -> None:
     """Everything about the task: its events, header, material and score panel.
 
