@@ -106,6 +106,9 @@ _ROW = (
     "unit_key",
     "context",
 )
+# Whole-number columns a caller may ask for after the frame's own (``load_annotations``)
+TASK_TARGETS = "task_target_raters"
+_EXTRA_FIELDS = {TASK_TARGETS: Task.target_raters}
 # Text columns with few distinct combinations per study (180 at panel scale), read as one JSON array per
 # row (:func:`_context_column`) and decoded once per distinct array: ten Python strings per row cost
 # more to make and to factorise than the database takes to join them.
@@ -235,6 +238,7 @@ def load_annotations(
     gold: str = "exclude",
     labels: dict[int, str] | None = None,
     read_only: bool = False,
+    task_targets: bool = False,
 ) -> pd.DataFrame:
     """:func:`annotations_frame` inside the caller's session (one snapshot with other reads).
 
@@ -242,8 +246,11 @@ def load_annotations(
     them cached; reading them groups every assignment of the study. ``read_only``: the session has
     written nothing, so a whole study's scores can be read on a second connection meanwhile
     (:func:`_study_score_rows`; it would not see the session's own writes), when the session's
-    reads see one snapshot (:func:`_fixed_snapshot`).
+    reads see one snapshot (:func:`_fixed_snapshot`). ``task_targets``: the frame ends with one more
+    column, ``TASK_TARGETS`` (each row's task's planned raters), read with the rows: an export tells
+    pending tasks from it without reading the study's tasks a second time.
     """
+    extra = (TASK_TARGETS,) if task_targets else ()
     fetched = _fetch(
         session,
         study,
@@ -253,8 +260,9 @@ def load_annotations(
         gold=gold,
         labels=labels,
         read_only=read_only,
+        extra=extra,
     )
-    return _frame(*fetched)
+    return _frame(*fetched, extra=extra)
 
 
 def _fetch(
@@ -267,8 +275,10 @@ def _fetch(
     gold: str = "exclude",
     labels: dict[int, str] | None = None,
     read_only: bool = False,
+    extra: tuple[str, ...] = (),
 ) -> tuple[list, np.ndarray, dict[int, str], list[str]]:
-    """The rows and packed scores (int64 array) :func:`_frame` turns into the frame (database work only)."""
+    """The rows and packed scores (int64 array) :func:`_frame` turns into the frame (database work only);
+    ``extra`` names the ``_EXTRA_FIELDS`` each row ends with."""
     if gold not in GOLD_CHOICES:
         raise InvalidInput(f"gold must be one of {', '.join(GOLD_CHOICES)} (got {gold!r})")
     rubrics = study_rubrics(study, rubric)
@@ -325,6 +335,7 @@ def _fetch(
                 ModelResponse.condition,
                 Assignment.status,
             ),
+            *(_EXTRA_FIELDS[name] for name in extra),
         )
         .join(latest, in_force)
         .join(Assignment, Assignment.id == Annotation.assignment_id)
@@ -513,7 +524,7 @@ def _unpack_scores(packed: np.ndarray, n_dimensions: int) -> np.ndarray:
     return values
 
 
-def _frame(rows, scores, names: dict[int, str], rubrics: list[str]) -> pd.DataFrame:
+def _frame(rows, scores, names: dict[int, str], rubrics: list[str], *, extra: tuple[str, ...] = ()) -> pd.DataFrame:
     """The frame from :func:`_fetch`'s rows and packed scores, built column by column.
 
     At panel scale (200,000 annotations) a dict per row and a Python loop over a million scores
@@ -526,7 +537,7 @@ def _frame(rows, scores, names: dict[int, str], rubrics: list[str]) -> pd.DataFr
     columns = frame_columns(rubrics)
     n = len(rows)
     # one 2-d object array, then a view per column (a tenth of the time zip(*rows) takes)
-    table = np.array(rows, dtype=object).reshape(n, len(_ROW))
+    table = np.array(rows, dtype=object).reshape(n, len(_ROW) + len(extra))
     # rows in frame order: by task, then rater slot, then annotation id
     keys = [table[:, _ROW.index(name)].astype(np.int64) for name in ("id", "slot", "task")]
     order = np.lexsort(keys)
@@ -572,7 +583,8 @@ def _frame(rows, scores, names: dict[int, str], rubrics: list[str]) -> pd.DataFr
         "external_id": _copies(raw["external_id"]),
         "unit_key": _copies(raw["unit_key"]),
     }
-    return pd.DataFrame({column: data[column] for column in columns})
+    data |= {name: table[:, len(_ROW) + j].astype(np.int64) for j, name in enumerate(extra)}
+    return pd.DataFrame({column: data[column] for column in [*columns, *extra]})
 
 
 def _context(arrays: np.ndarray) -> dict[str, np.ndarray]:

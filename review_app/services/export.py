@@ -61,8 +61,8 @@ from review_app.services import audit, compute_workers
 from review_app.services.actors import LEAD_ROLES, SYSTEM, Actor, acting_user, as_actor, require_study_lead
 from review_app.services.adjudication import latest_adjudications
 from review_app.services.annotations import (
+    TASK_TARGETS,
     adjudicator_labels,
-    driver_rows,
     excluded_tasks,
     get_study_row,
     load_annotations,
@@ -666,12 +666,17 @@ def _blocks(batches: Iterator[Sequence[Sequence[Any]]], keys: list[str]) -> Iter
         yield pd.DataFrame(block, columns=keys, copy=False)
 
 
-def _task_stats(session: Session, study_id: int, rubric: Rubric) -> tuple[int, int]:
-    """(tasks, highest target rater count) of one rubric, as the labels table counts them."""
-    n, most = session.execute(
-        select(func.count(), func.coalesce(func.max(Task.target_raters), 1)).where(*_study_tasks(study_id, rubric))
+def _task_stats(session: Session, study_id: int, rubric: Rubric) -> tuple[int, int, int]:
+    """(tasks, highest target rater count, tasks planning a rater) of one rubric, as the labels table
+    counts them, in one pass over the rubric's tasks."""
+    n, most, planned = session.execute(
+        select(
+            func.count(),
+            func.coalesce(func.max(Task.target_raters), 1),
+            func.count().filter(Task.target_raters > 0),
+        ).where(*_study_tasks(study_id, rubric))
     ).one()
-    return int(n), int(most)
+    return int(n), int(most), int(planned)
 
 
 @dataclass(frozen=True, eq=False)
@@ -698,41 +703,51 @@ def _is_pending(ids: np.ndarray, targets: np.ndarray, rated: pd.Series) -> np.nd
     return rated.reindex(ids, fill_value=0).to_numpy() < targets
 
 
+def _rated_tasks(frame: pd.DataFrame, targets: np.ndarray, rated: pd.Series) -> pd.DataFrame:
+    """One row per task with annotations in force (the frame's tasks): its rubric, whether it planned a
+    rater and whether it is pending (``PENDING_RULE``), from ``targets`` (each frame row's task's
+    planned raters, read with the frame's rows)."""
+    first = ~frame[C.task].duplicated().to_numpy()  # a task's rows share its rubric and planned raters
+    ids = frame[C.task].to_numpy()[first]
+    planned = targets[first]
+    return pd.DataFrame(
+        {
+            C.task: ids,
+            C.rubric: frame[C.rubric].to_numpy()[first],
+            "planned": planned > 0,
+            "pending": _is_pending(ids, planned, rated),
+        }
+    )
+
+
 def _pending_tasks(
-    session: Session, study_id: int, rubric_keys: list[str], rated: pd.Series, among: set[int]
+    session: Session,
+    study_id: int,
+    rubric_keys: list[str],
+    planned: dict[str, int],
+    rated_tasks: pd.DataFrame,
+    among: set[int],
 ) -> tuple[dict[str, int], set[int]]:
     """Per rubric, how many tasks are pending (``PENDING_RULE``), and which of the tasks in ``among`` are.
 
-    ``rated`` counts the annotations in force per task (the frame's): a task without any is pending
-    when it plans a rater, which the database counts without returning those tasks (most of a large
-    pool). The tasks with annotations are read as (id, planned raters) pairs a chunk at a time and
-    compared as arrays; only the ids the caller needs (``among``: tasks with annotations or an
-    adjudication) are kept.
+    ``planned``: per rubric, the tasks planning a rater (``_task_stats``). A task without any annotation
+    is pending when it plans a rater, so the database counts those without returning them (most of a
+    large pool: 840,000 of 1,000,000 tasks): the tasks planning a rater less those of them with
+    annotations. The tasks with annotations are the frame's (``rated_tasks``), compared as arrays.
+    Adjudicated tasks without annotations (rare) are looked up by id.
     """
-    wanted = np.fromiter(among, dtype=np.int64, count=len(among))
-    rated_ids = set(rated.index.tolist())
-    unrated_wanted = sorted(among - rated_ids)  # adjudicated tasks without annotations (rare)
     counts: dict[str, int] = {}
-    found: set[int] = set()
-    has_annotation = exists().where(Annotation.task_id == Task.id)
+    found = set(rated_tasks.loc[rated_tasks["pending"], C.task].tolist())
+    unrated_wanted = sorted(among - set(rated_tasks[C.task].tolist()))
     for key in rubric_keys:
+        mine = rated_tasks.loc[rated_tasks[C.rubric] == key]
+        counts[key] = planned[key] - int(mine["planned"].sum()) + int(mine["pending"].sum())
         tasks = _study_tasks(study_id, get_rubric(key))
-        # a task without any annotation is pending when it plans a rater: those are counted by the database
-        # (most of a large pool: 840,000 of 1,000,000 tasks, which were read as pairs in 5 s) as the tasks
-        # planning a rater less those of them with annotations (read below); the others are compared here
-        counts[key] = session.execute(
-            select(func.count()).select_from(Task).where(*tasks, Task.target_raters > 0)
-        ).scalar_one()
         for part in range(0, len(unrated_wanted), 10_000):
             ids = unrated_wanted[part : part + 10_000]
-            query = select(Task.id).where(*tasks, Task.id.in_(ids), Task.target_raters > 0)
-            found.update(session.execute(query).scalars())
-        query = select(Task.id, Task.target_raters).where(*tasks, has_annotation)
-        # two integers per rated task, as the driver returns them (SQLAlchemy's rows cost more than the query)
-        pairs = np.array(driver_rows(session.connection(), query), dtype=np.int64).reshape(-1, 2)
-        pending = _is_pending(pairs[:, 0], pairs[:, 1], rated)
-        counts[key] += int(pending.sum()) - int((pairs[:, 1] > 0).sum())
-        found.update(pairs[pending & np.isin(pairs[:, 0], wanted), 0].tolist())
+            found.update(
+                session.execute(select(Task.id).where(*tasks, Task.id.in_(ids), Task.target_raters > 0)).scalars()
+            )
     return counts, found
 
 
@@ -757,23 +772,29 @@ def _read_snapshot(
     with snapshot_session(engine) as session:
         snapshot_utc = iso_utc(utcnow())
         study = get_study_row(session, study_name)
-        frame = load_annotations(session, study, pseudonymise=pseudonymise, read_only=True)
+        frame = load_annotations(session, study, pseudonymise=pseudonymise, read_only=True, task_targets=True)
+        rated = _rated_counts(frame)
+        rated_tasks = _rated_tasks(frame, frame.pop(TASK_TARGETS).to_numpy(), rated)
+        if pending == "exclude" and rated_tasks["pending"].any():
+            # the frame's pending tasks are known now: the statistics start before the rest is read
+            left_out = rated_tasks.loc[rated_tasks["pending"], C.task].to_numpy()
+            frame = frame.loc[~frame[C.task].isin(left_out)].reset_index(drop=True)
+        model = first_model(session, study.id)
+        analysis = start_analysis(frame, study, model) if start_analysis is not None else None
         decisions = latest_adjudications(session, study.id)
         adjudicators = adjudicator_labels(session, study.id, pseudonymise=pseudonymise)
-        model = first_model(session, study.id)
         n_excluded = len(set(session.exec(excluded_tasks(study.id)).all()))
-        rated = _rated_counts(frame)
+        stats = {key: _task_stats(session, study.id, get_rubric(key)) for key in study.rubric_keys}
+        planned = {key: tasks_planning for key, (_n, _most, tasks_planning) in stats.items()}
         among = set(rated.index.tolist()) | set(decisions)
-        pending_by_rubric, pending_ids = _pending_tasks(session, study.id, study.rubric_keys, rated, among)
+        pending_by_rubric, pending_ids = _pending_tasks(
+            session, study.id, study.rubric_keys, planned, rated_tasks, among
+        )
         n_pending = sum(pending_by_rubric.values())
         leave_out = pending == "exclude" and n_pending > 0
         if leave_out:
-            frame = frame.loc[~frame[C.task].isin(pending_ids)].reset_index(drop=True)
             decisions = {t: d for t, d in decisions.items() if t not in pending_ids}
-        analysis = start_analysis(frame, study, model) if start_analysis is not None else None
-        stats = {key: _task_stats(session, study.id, get_rubric(key)) for key in study.rubric_keys}
-        if leave_out:
-            stats = {key: (n - pending_by_rubric[key], most) for key, (n, most) in stats.items()}
+        stats = {key: (n - pending_by_rubric[key] if leave_out else n, most) for key, (n, most, _) in stats.items()}
         n_tasks = sum(n for n, _most in stats.values())
         progress(0.1, "Reading the study")
         labels: list[Table] = []

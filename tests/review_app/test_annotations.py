@@ -191,3 +191,25 @@ def test_scores_come_on_the_rows_connection_without_a_fixed_snapshot(study):
     assert [name.startswith("medrev-scores") for name in readers] == [False, alongside]
     pd.testing.assert_frame_equal(written, read_committed)
     assert written.iloc[0][list(A_SCORES[0][0])].tolist() == list(A_SCORES[0][0].values())
+
+
+def test_task_targets_are_each_row_s_task_s_planned_raters_after_the_frame_s_columns(study):
+    from review_app.db.engine import read_session
+    from review_app.db.models import Task
+    from review_app.services.annotations import TASK_TARGETS, get_study_row, load_annotations
+
+    engine, _users, _lead, a_slots, _b_slots = study
+    tasks = sorted(a_slots)
+    for task in tasks[:2]:
+        rate(engine, a_slots[task][0], A_SCORES[0][0])
+    rate(engine, a_slots[tasks[0]][1], A_SCORES[0][1])
+    with write_session(engine) as session:  # a lead plans a third rater for the first task
+        session.execute(update(Task).where(Task.id == tasks[0]).values(target_raters=3))
+    with read_session(engine) as session:
+        study_row = get_study_row(session, "s")
+        plain = load_annotations(session, study_row, read_only=True)
+        with_targets = load_annotations(session, study_row, read_only=True, task_targets=True)
+    assert list(with_targets.columns) == [*plain.columns, TASK_TARGETS]
+    pd.testing.assert_frame_equal(with_targets.drop(columns=TASK_TARGETS), plain)
+    planned = dict(zip(with_targets["task_id"], with_targets[TASK_TARGETS], strict=True))
+    assert planned == {tasks[0]: 3, tasks[1]: 2}

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from sqlalchemy import update
 from sqlmodel import select
 
-from review_app.db.engine import read_session
+from review_app.db.engine import read_session, write_session
 from review_app.db.models import Assignment, AuditEvent, Task, TaskFlag
 from review_app.rubrics import get_rubric
 from review_app.services import adjudication, export, flags, progress, reviewing, studies
@@ -209,6 +210,13 @@ def test_export_states_pending_tasks_and_can_leave_them_out(study, tmp_path):
     with pytest.raises(InvalidInput, match="pending must be one of"):
         export.export_study(engine, "s", tmp_path / "bad", formats="csv", actor=lead, pending="maybe")
     assert export.export_study(engine, "s", tmp_path / "cli", formats="csv", n_boot=20, actor=SYSTEM).files
+    # a third rater planned for the complete task: it is pending again, in the export as on the Export page
+    with write_session(engine) as session:
+        session.execute(update(Task).where(Task.id == tasks[0]).values(target_raters=3))
+    again = export.export_study(engine, "s", tmp_path / "again", formats="csv", n_boot=20, actor=lead)
+    manifest = json.loads((again.out_dir / "manifest.json").read_text())
+    assert manifest["pending"]["tasks"] == 4 and manifest["counts"]["tasks"] == 0
+    assert manifest["counts"]["annotations_in_force"] == 0
 
 
 def test_progress_reports_throughput_pairs_and_who_is_far_behind(study):
