@@ -19,6 +19,10 @@ Environment variables (documented in the README):
   open, and how many more it may open under load (PostgreSQL 10 / 20, SQLite 20 / 20). Every app
   replica and CLI process has its own pool, so replicas x (size + overflow) must stay below the
   server's ``max_connections``.
+- ``MEDREV_SQLITE_CHECKPOINTS``: who copies SQLite's write-ahead log into the database file:
+  ``commit`` (SQLite's default: the commit that takes the log past 1,000 pages) or ``background``
+  (a thread of the process, every second; ``medrev app`` sets it, so no reviewer's submit waits
+  for a checkpoint). See ``db.engine``.
 """
 
 from __future__ import annotations
@@ -43,6 +47,10 @@ class Settings:
     session_hours: int = 12
     db_pool_size: int | None = None  # None: the backend's default (db.engine)
     db_max_overflow: int | None = None
+    sqlite_checkpoints: str = "commit"  # or "background" (db.engine)
+
+
+SQLITE_CHECKPOINT_CHOICES = ("commit", "background")
 
 
 def default_sqlite_url() -> str:
@@ -155,4 +163,15 @@ def get_settings() -> Settings:
         session_hours=_int("MEDREV_SESSION_HOURS", 12),
         db_pool_size=_optional_int("MEDREV_DB_POOL_SIZE"),
         db_max_overflow=_optional_int("MEDREV_DB_MAX_OVERFLOW", minimum=0),
+        sqlite_checkpoints=_choice("MEDREV_SQLITE_CHECKPOINTS", SQLITE_CHECKPOINT_CHOICES),
     )
+
+
+def _choice(name: str, choices: tuple[str, ...]) -> str:
+    """The variable's value among ``choices`` (the first when unset), else a ValueError naming them."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return choices[0]
+    if raw not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw

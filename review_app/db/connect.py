@@ -71,10 +71,15 @@ def open_database(url: str, *, migrate: bool = True) -> Engine:
     _check_location(url)
     try:
         settings = get_settings()
-    except ValueError as exc:  # a pool setting that is not a number
+    except ValueError as exc:  # a pool or checkpoint setting medrev cannot use
         raise DatabaseUnavailable(f"{exc}.", url) from None
     try:
-        engine = make_engine(url, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow)
+        engine = make_engine(
+            url,
+            pool_size=settings.db_pool_size,
+            max_overflow=settings.db_max_overflow,
+            sqlite_checkpoints=settings.sqlite_checkpoints,
+        )
     except (ValueError, SQLAlchemyError, ImportError) as exc:
         raise DatabaseUnavailable(
             f"{URL_SETTING} is not a database medrev can use ({safe_url(url)}: {exc}): use sqlite:///PATH "

@@ -40,7 +40,9 @@ DEFAULTS: dict[str, str] = {
 # memory freed there stays spread over many arenas. Two arenas kept the app process 19 MB smaller after
 # the lead pages at panel scale (bench/lead_pages_speed.py runs under the same setting). The compute
 # workers inherit it.
-PROCESS_DEFAULTS: dict[str, str] = {"MALLOC_ARENA_MAX": "2"}
+# SQLite's checkpoints run in a thread of the server rather than in whichever reviewer's submit takes the
+# write-ahead log past 1,000 pages (db.engine).
+PROCESS_DEFAULTS: dict[str, str] = {"MALLOC_ARENA_MAX": "2", "MEDREV_SQLITE_CHECKPOINTS": "background"}
 
 
 def app_environment(database_url: str | None = None) -> dict[str, str]:

@@ -31,6 +31,7 @@ def test_operator_settings_win_and_the_database_url_is_passed(monkeypatch):
     assert env["STREAMLIT_CLIENT_SHOW_ERROR_DETAILS"] == "none"
     assert env["MEDREV_DATABASE_URL"] == "sqlite:////tmp/x.db"
     assert env["MALLOC_ARENA_MAX"] == "2"  # the server process's own memory setting
+    assert env["MEDREV_SQLITE_CHECKPOINTS"] == "background"  # no reviewer's submit runs a checkpoint
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert server.app_environment()["MALLOC_ARENA_MAX"] == "4"
     command = server.streamlit_command("127.0.0.1", 9000)
