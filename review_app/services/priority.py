@@ -17,6 +17,10 @@ So the two kinds of work are told apart:
   slows a lead page but never stops it. A step already running is not interrupted: the shorter the
   steps, the less a reviewer waits.
 
+Lead work in the compute workers (other processes) is paused while reviewers' requests are in flight
+(``compute_workers`` listens through :func:`on_reviewers`): on a 2-core machine it otherwise slowed
+them through the hardware they share, although it runs niced on the other core.
+
 The wait needs no lock when no reviewer is in flight (the common case: one integer read). A thread
 inside :func:`reviewer_work` never waits for itself (a lead reviewing tasks, a page that draws a
 figure within a reviewer's request).
@@ -41,6 +45,15 @@ MAX_WAIT_S = 0.1
 _changed = threading.Condition(threading.Lock())
 _in_flight = 0
 _local = threading.local()
+_listeners: list[tuple[Callable[[], None], Callable[[], None]]] = []
+
+
+def on_reviewers(first_started: Callable[[], None], last_ended: Callable[[], None]) -> None:
+    """Call ``first_started`` when a reviewer's request starts with none in flight, and ``last_ended``
+    when the last one in flight ends. They are called under this module's lock, in order: keep them short.
+    """
+    with _changed:
+        _listeners.append((first_started, last_ended))
 
 
 @contextmanager
@@ -54,6 +67,9 @@ def reviewer_work() -> Iterator[None]:
     _local.depth = depth + 1
     with _changed:
         _in_flight += 1
+        if _in_flight == 1:
+            for first_started, _ in _listeners:
+                first_started()
     try:
         yield
     finally:
@@ -61,6 +77,8 @@ def reviewer_work() -> Iterator[None]:
             _in_flight -= 1
             if not _in_flight:
                 _changed.notify_all()
+                for _, last_ended in _listeners:
+                    last_ended()
         _local.depth = depth
 
 

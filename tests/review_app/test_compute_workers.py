@@ -245,3 +245,43 @@ def _running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (``T``: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _until(condition, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return condition()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_workers_are_paused_while_a_reviewer_s_request_runs_and_at_most_briefly(study, monkeypatch):
+    from review_app.services.priority import reviewer_work
+
+    engine, _lead_row, _slots = study
+    assert compute_workers.run(engine, _pid_job)[0] != os.getpid()
+    (pid,) = compute_workers.worker_pids()
+    assert _state(pid) != "T"
+    with reviewer_work(), reviewer_work():  # nested: one request
+        assert _state(pid) == "T"
+    assert _until(lambda: _state(pid) != "T")
+    # a reviewer's request that lasts: the pause ends after PAUSE_AT_MOST_S and a job runs meanwhile
+    monkeypatch.setattr(compute_workers, "PAUSE_AT_MOST_S", 0.2)
+    with reviewer_work():
+        assert _state(pid) == "T"
+        started = time.monotonic()
+        assert compute_workers.run(engine, _pid_job)[0] == pid
+        assert 0.1 < time.monotonic() - started < 5
+    # ... and the next request within as long again finds the worker running
+    with reviewer_work():
+        assert _state(pid) != "T"
+    time.sleep(0.25)
+    with reviewer_work():
+        assert _state(pid) == "T"
+    compute_workers.shutdown()
+    assert compute_workers.worker_pids() == []

@@ -83,3 +83,19 @@ def test_lead_steps_and_decorated_reviewer_requests_keep_their_function():
     assert draw(1) == 2 and calls == ["draw"] and draw.__name__ == "draw" and draw.__doc__ == "Draw."
     assert region() == 1 and region.__name__ == "region"
     assert priority.reviewers_in_flight() == 0
+
+
+def test_listeners_hear_the_first_request_start_and_the_last_one_end(monkeypatch):
+    monkeypatch.setattr(priority, "_listeners", [])
+    heard: list[str] = []
+    priority.on_reviewers(lambda: heard.append("first started"), lambda: heard.append("last ended"))
+    entered, events = threading.Event(), []
+    thread = _reviewer(0.1, entered, events)
+    entered.wait(5)
+    with priority.reviewer_work(), priority.reviewer_work():
+        assert heard == ["first started"]  # a second request in flight, then a nested one: no new start
+    thread.join()
+    assert heard == ["first started", "last ended"]
+    with priority.reviewer_work():
+        pass
+    assert heard == ["first started", "last ended"] * 2
