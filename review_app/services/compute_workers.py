@@ -385,7 +385,8 @@ def _worker_engine(url: str) -> Engine:
 
     engine = _engines.get(url)
     if engine is None:
-        engine = _engines[url] = make_engine(url, pool_size=2, max_overflow=2)
+        # workers only read: SQLite checkpoints are the app's (``db.engine``), not a stopped worker's
+        engine = _engines[url] = make_engine(url, pool_size=2, max_overflow=2, sqlite_checkpoints="commit")
         while len(_engines) > WORKER_ENGINES:
             _url, old = _engines.popitem(last=False)
             old.dispose()
