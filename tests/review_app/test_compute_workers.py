@@ -264,24 +264,28 @@ def test_workers_are_paused_while_a_reviewer_s_request_runs_and_at_most_briefly(
     from review_app.services.priority import reviewer_work
 
     engine, _lead_row, _slots = study
+    monkeypatch.setattr(compute_workers, "_run_until", 0.0)  # no pause cut short by an earlier test
     assert compute_workers.run(engine, _pid_job)[0] != os.getpid()
     (pid,) = compute_workers.worker_pids()
     assert _state(pid) != "T"
     with reviewer_work(), reviewer_work():  # nested: one request
-        assert _state(pid) == "T"
+        assert compute_workers._paused == [pid]
+        assert _until(lambda: _state(pid) == "T")  # a signal takes effect when the process next runs
+    assert compute_workers._paused == []
     assert _until(lambda: _state(pid) != "T")
     # a reviewer's request that lasts: the pause ends after PAUSE_AT_MOST_S and a job runs meanwhile
-    monkeypatch.setattr(compute_workers, "PAUSE_AT_MOST_S", 0.2)
+    monkeypatch.setattr(compute_workers, "PAUSE_AT_MOST_S", 0.5)
     with reviewer_work():
-        assert _state(pid) == "T"
+        assert compute_workers._paused == [pid]
         started = time.monotonic()
         assert compute_workers.run(engine, _pid_job)[0] == pid
-        assert 0.1 < time.monotonic() - started < 5
-    # ... and the next request within as long again finds the worker running
+        assert 0.3 < time.monotonic() - started < 5
+        assert compute_workers._paused == []
+    # ... and the next request within as long again leaves the worker running
     with reviewer_work():
-        assert _state(pid) != "T"
-    time.sleep(0.25)
+        assert compute_workers._paused == []
+    time.sleep(0.6)
     with reviewer_work():
-        assert _state(pid) == "T"
+        assert compute_workers._paused == [pid]
     compute_workers.shutdown()
     assert compute_workers.worker_pids() == []
