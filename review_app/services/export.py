@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -72,7 +72,6 @@ from review_app.services.export_latex import latex_tables
 from review_app.services.export_tables import (
     CSV_ESCAPING_RULE,
     FORMULA_PREFIXES,
-    RAW_TABLE,
     LabelsBuilder,
     Table,
     agreement_table,
@@ -95,7 +94,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-T = TypeVar("T")
 EXPORT_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
 PENDING_CHOICES: tuple[str, ...] = ("include", "exclude")
 PENDING_RULE = (
@@ -105,12 +103,9 @@ PENDING_RULE = (
 CODEBOOK_MD = "codebook.md"
 CODEBOOK_JSON = "codebook.json"
 MANIFEST = "manifest.json"
-# The raw annotations files are written by whichever of the export's process (after the labels) and its
-# compute worker (after the statistics) is free first, each file by one of them (``_claim``), in these
-# orders: the worker, usually free first, takes the longest (JSONL) first; workers do not load pyarrow,
-# so Parquet is the export's process's (see ``_statistics``).
-RAW_ORDER_HERE: tuple[str, ...] = ("parquet", "csv", "jsonl")
-RAW_ORDER_IN_WORKER: tuple[str, ...] = ("jsonl", "csv")
+# Raw annotations formats the export's own process writes, after the labels; the compute worker writes
+# the others while the labels are streamed (see ``_statistics``).
+RAW_FORMATS_HERE: tuple[str, ...] = ("parquet",)
 # Rows read from the database and written to the files at a time: the export's memory for the large
 # tables (labels: one row per task) is one chunk, whatever the study's size.
 CHUNK_ROWS = 10_000
@@ -657,27 +652,11 @@ def _task_chunks(
             yield from _blocks(iter(lambda: result.cursor.fetchmany(CHUNK_ROWS), []), keys)
         return
     # PostgreSQL: a server-side cursor of the driver's own, in the snapshot's transaction (SQLAlchemy's
-    # streamed results cost 3 s more at 160,000 tasks, and its buffered cursor reads a row ahead), each
-    # chunk fetched while the one before is written (the server's work, 1.5 s of 1.8 s at 160,000
-    # tasks, is in its own process)
+    # streamed results cost 3 s more at 160,000 tasks, and its buffered cursor reads a row ahead)
     compiled = query.compile(dialect=connection.dialect, compile_kwargs={"render_postcompile": True})
     with connection.connection.driver_connection.cursor(name=f"medrev_export_{rubric.key.lower()}") as cursor:
         cursor.execute(str(compiled), compiled.params)
-        yield from _blocks(_read_ahead(iter(lambda: cursor.fetchmany(CHUNK_ROWS), [])), keys)
-
-
-def _read_ahead(batches: Iterator[T]) -> Iterator[T]:
-    """The items of ``batches``, each next one read by a thread while the caller works on this one.
-
-    For a database that works in a process of its own (PostgreSQL): this process then waits on it less.
-    Not for SQLite, which works in this process and takes Python's lock back after every row it steps.
-    The caller must not use the connection until the iteration ends (the thread may be using it).
-    """
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="medrev-export-read") as reader:
-        ahead = reader.submit(next, batches, None)
-        while (batch := ahead.result()) is not None:
-            ahead = reader.submit(next, batches, None)
-            yield batch
+        yield from _blocks(iter(lambda: cursor.fetchmany(CHUNK_ROWS), []), keys)
 
 
 def _blocks(batches: Iterator[Sequence[Sequence[Any]]], keys: list[str]) -> Iterator[pd.DataFrame]:
@@ -926,7 +905,7 @@ def export_study(
     # compute worker process (see ``_statistics``), waited on by a thread of this one.
     statistics = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medrev-export-analysis")
 
-    in_worker = tuple(fmt for fmt in RAW_ORDER_IN_WORKER if fmt in formats)
+    in_worker = tuple(fmt for fmt in formats if fmt not in RAW_FORMATS_HERE)
 
     def start_analysis(frame: pd.DataFrame, study: Study, model: str | None) -> Future[_Statistics]:
         options = AnalysisOptions.from_settings(study.settings)
@@ -953,7 +932,7 @@ def export_study(
 
         report(0.45, "Computing the analysis and writing the raw annotations")
         raw, raw_files = _raw_annotations(
-            snapshot.frame, study.rubric_keys, work, [f for f in RAW_ORDER_HERE if f in formats]
+            snapshot.frame, study.rubric_keys, work, [f for f in formats if f not in in_worker]
         )
         computed = snapshot.analysis.result()
         analysis = replace(computed.analysis, annotations=snapshot.frame)
@@ -1050,34 +1029,15 @@ def export_study(
 
 
 def _raw_annotations(
-    frame: pd.DataFrame, rubric_keys: list[str], work: Path, formats: Sequence[str]
+    frame: pd.DataFrame, rubric_keys: list[str], work: Path, formats: list[str]
 ) -> tuple[Table, list[ExportedFile]]:
-    """The raw annotations files of ``formats`` that no other writer has claimed (``_claim``), written
-    here, and the table without its rows (its columns and types, for the codebook: the full copy is as
-    large as the frame)."""
-    table: Table | None = None
-    files = []
-    for fmt in formats:
-        if not _claim(work / f"{RAW_TABLE}.{fmt}"):
-            continue
-        table = table or raw_annotations_table(frame, rubric_keys)
-        files.append(_file(work, write_table(table, work, fmt), table=table.name, format=fmt, rows=table.rows))
-    table = table or raw_annotations_table(frame.iloc[:0], rubric_keys)
+    """The raw annotations table written in ``formats`` here, and the table without its rows (its
+    columns and types, for the codebook: the full copy is as large as the frame)."""
+    table = raw_annotations_table(frame if formats else frame.iloc[:0], rubric_keys)
+    files = [
+        _file(work, write_table(table, work, fmt), table=table.name, format=fmt, rows=table.rows) for fmt in formats
+    ]
     return replace(table, frame=table.frame.iloc[:0], n_rows=len(frame)), files
-
-
-def _claim(path: Path) -> bool:
-    """Whether this writer is the one to write ``path``: it creates it, empty, if nobody has yet.
-
-    The export's process and its compute worker both offer to write the raw annotations files (one is
-    often free well before the other); creating the file exclusively decides which one does, atomically,
-    across processes and threads.
-    """
-    try:
-        with path.open("x"):
-            return True
-    except FileExistsError:
-        return False
 
 
 @dataclass(frozen=True, eq=False)
@@ -1101,18 +1061,17 @@ def _statistics(
     work: Path,
     formats: tuple[str, ...],
 ) -> _Statistics:
-    """:func:`analyse` of the export's frame, then the raw annotations files of ``formats`` that the
-    export's process has not claimed meanwhile, in a compute worker process (``compute_workers``).
+    """:func:`analyse` of the export's frame, and the raw annotations files in ``formats``, in a
+    compute worker process (``compute_workers``).
 
-    The statistics are ~2.5 s of CPU at full scale and the raw annotations as CSV and JSONL ~1 s
+    The statistics are ~1.5 s of CPU at full scale and the raw annotations as CSV and JSONL ~1.4 s
     more, holding the GIL: in this process they took that time from the labels streaming (the
     export's longest part). In a worker (the second core) they do not. The worker gets the
     snapshot's frame itself (it must not read the database again: another moment), writes into the
     export's temporary folder (removed whole if the export fails), and sends back the analysis
-    without the frame's rows, which this process has already. Each raw annotations file is written by
-    whichever of the two processes comes to it first (``_claim``): the export's process once its
-    labels are written (Parquet first: workers do not load pyarrow), the worker once its statistics
-    are done, so both finish about together whichever database does more of the reading.
+    without the frame's rows, which this process has already. The raw Parquet file (0.3 s, mostly
+    outside the GIL) is written here once the labels are (``RAW_FORMATS_HERE``), so that both
+    processes finish about together.
     """
     return compute_workers.run(
         engine, _statistics_job, frame, rubric_keys, study_name, n_boot, seed, options, model, str(work), formats
@@ -1135,7 +1094,13 @@ def _statistics_job(
     analysis = analyse(
         frame, rubric_keys, study=study_name, n_boot=n_boot, seed=seed, options=options, first_model=model
     )
-    _table, files = _raw_annotations(frame, rubric_keys, Path(work), formats)
+    folder = Path(work)
+    files: list[ExportedFile] = []
+    if formats:
+        table = raw_annotations_table(frame, rubric_keys)
+        for fmt in formats:
+            path = write_table(table, folder, fmt)
+            files.append(_file(folder, path, table=table.name, format=fmt, rows=table.rows))
     return _Statistics(analysis=replace(analysis, annotations=frame.iloc[:0]), files=files)
 
 

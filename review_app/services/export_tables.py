@@ -145,9 +145,6 @@ RAW_COLUMNS: dict[str, str] = {
 }
 
 
-RAW_TABLE = "raw_annotations"
-
-
 def raw_annotations_table(frame: pd.DataFrame, rubrics: Sequence[str]) -> Table:
     data = frame.copy()
     columns = dict(RAW_COLUMNS)
@@ -158,7 +155,7 @@ def raw_annotations_table(frame: pd.DataFrame, rubrics: Sequence[str]) -> Table:
             columns[dimension], values[dimension] = _dimension_doc(rubric, dimension, "Score on")
             data[dimension] = data[dimension].astype("Int64")
     return Table(
-        RAW_TABLE,
+        "raw_annotations",
         "Raw annotations: one row per annotation revision in force (latest revision per rater and task). "
         "Score columns are empty for dimensions of other rubrics.",
         data,

@@ -196,19 +196,3 @@ def test_table_file_rows_sharing_most_cells_are_the_in_memory_writer_s_bytes(tmp
                 for start in range(0, len(table), chunk):
                     out.write(table.iloc[start : start + chunk])
                 assert out.close(empty=table.iloc[:0]).read_bytes() == reference.read_bytes(), (name, fmt, chunk)
-
-
-def test_each_raw_annotations_file_is_written_by_one_of_the_two_writers(tmp_path):
-    """The export's process and its worker both offer to write the raw annotations files: each file is
-    written once, by the first to claim it, and both report the table the same way."""
-    frame = pd.DataFrame(
-        {C.task: [1, 1, 2], C.rubric: ["A", "A", "A"], C.rater: ["R01", "R02", "R01"], "comment": ["", "=x", None]}
-    )
-    first_table, first = export._raw_annotations(frame, [], tmp_path, ["jsonl", "csv"])
-    second_table, second = export._raw_annotations(frame, [], tmp_path, ["parquet", "csv", "jsonl"])
-    assert [f.format for f in first] == ["jsonl", "csv"] and [f.format for f in second] == ["parquet"]
-    assert first_table.rows == second_table.rows == 3 and list(first_table.frame.columns) == list(frame.columns)
-    assert len(pd.read_csv(tmp_path / "raw_annotations.csv")) == len(
-        pd.read_parquet(tmp_path / "raw_annotations.parquet")
-    )
-    assert not export._claim(tmp_path / "raw_annotations.csv") and export._claim(tmp_path / "other.csv")
