@@ -304,14 +304,18 @@ def export(
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     from review_app.config import get_settings
+    from review_app.services import compute_workers
     from review_app.services import export as exporting
 
     out = out or get_settings().export_dir / exporting.export_name(study)
+    database = engine()
+    # the statistics' worker is forked now, before the progress bar's thread starts: it imports nothing
+    compute_workers.prestart(database, (exporting.__name__,), fork=True)
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         job = bar.add_task("Exporting", total=1.0)
         result = exporting.export_study(
-            engine(),
+            database,
             study,
             out,
             formats=format_,

@@ -63,6 +63,16 @@ def dispose_engines() -> None:
         _engines.clear()
 
 
+def forget_engines() -> None:
+    """Drop the cached engines without closing their connections: in a process forked from the one that
+    opened them, which shares those connections and must leave them to it (SQLAlchemy's advice for
+    ``os.fork``: ``dispose(close=False)``)."""
+    with _engines_lock:
+        for engine in _engines.values():
+            engine.dispose(close=False)
+        _engines.clear()
+
+
 def open_database(url: str, *, migrate: bool = True) -> Engine:
     """A new engine on ``url``, connected now (and migrated unless ``migrate`` is False).
 

@@ -209,6 +209,50 @@ def test_prestart_starts_the_workers_before_any_statistic_and_only_for_a_worker_
     assert compute_workers.run(engine, _pid_job)[0] == pid
 
 
+def _forked_job(engine) -> tuple[int, bool, int]:
+    """The worker's pid, whether it has a module only its parent imported (it was forked), and a
+    query through its own engine."""
+    with engine.connect() as connection:
+        one = connection.exec_driver_sql("SELECT 1").scalar()
+    return os.getpid(), "medrev_parent_only" in sys.modules, one
+
+
+FORKED = """
+import os, sys, threading
+from review_app.db.connect import get_engine
+from review_app.services import compute_workers
+from tests.review_app.test_compute_workers import _forked_job
+engine = get_engine(sys.argv[1])
+with engine.connect() as connection:  # a pooled connection the worker inherits if forked
+    connection.exec_driver_sql("SELECT 1")
+sys.modules["medrev_parent_only"] = type(sys)("medrev_parent_only")
+if sys.argv[2] == "thread":  # another thread runs: forking is not safe
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+compute_workers.prestart(engine, (), fork=True)
+pid, forked, one = compute_workers.run(engine, _forked_job)
+compute_workers.shutdown()  # the worker ends
+with engine.connect() as connection:  # the connection it shared is still this process's
+    print(pid != os.getpid(), forked, one, connection.exec_driver_sql("SELECT 2").scalar())
+"""
+
+
+@pytest.mark.parametrize("threads", ["alone", "thread"])
+def test_a_command_line_forks_its_workers_only_while_it_runs_one_thread(engine, threads):
+    """``prestart(fork=True)``: forked (nothing to import again) from a process running one thread;
+    the worker opens its own connections and leaves its parent's working after it ends."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED, engine.url.render_as_string(hide_password=False), threads],
+        cwd=root,
+        env=os.environ | {compute_workers.WORKERS_SETTING: "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", str(threads == "alone"), "1", "2"]
+
+
 APP_KILLED = """
 import os, sys
 from review_app.db.engine import make_engine

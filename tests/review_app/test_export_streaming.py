@@ -7,6 +7,9 @@ with chunks of a few rows, so every table spans many chunks (and the labels many
 
 import io
 import json
+import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -16,7 +19,7 @@ import pytest
 
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.rubrics import get_rubric
-from review_app.services import export
+from review_app.services import compute_workers, export
 from review_app.services.adjudication import latest_adjudications
 from review_app.services.annotations import adjudicator_labels, get_study_row, load_annotations
 from review_app.services.export_tables import escape_csv_cell, iso_utc, json_value, labels_table, raw_annotations_table
@@ -196,3 +199,34 @@ def test_table_file_rows_sharing_most_cells_are_the_in_memory_writer_s_bytes(tmp
                 for start in range(0, len(table), chunk):
                     out.write(table.iloc[start : start + chunk])
                 assert out.close(empty=table.iloc[:0]).read_bytes() == reference.read_bytes(), (name, fmt, chunk)
+
+
+def test_the_export_command_and_its_forked_worker_write_what_an_export_in_one_process_writes(
+    engine, tmp_path, monkeypatch
+):
+    """``medrev review export`` as a command forks its statistics' worker from itself (it imports nothing
+    again); the files are those of the export computed entirely in this process."""
+    build_study(engine, tmp_path, units=12)
+    url = engine.url.render_as_string(hide_password=False)
+    command = tmp_path / "command"
+    done = subprocess.run(
+        [sys.executable, "-m", "review_app", "review", "export", "--study", "pub", "--out", str(command)],
+        cwd=Path(__file__).resolve().parents[2],
+        env=os.environ | {"MEDREV_DATABASE_URL": url, compute_workers.WORKERS_SETTING: "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv(compute_workers.WORKERS_SETTING, "0")
+    here = export.export_study(engine, "pub", tmp_path / "here").out_dir
+    files = sorted(p.relative_to(here).as_posix() for p in here.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(command).as_posix() for p in command.rglob("*") if p.is_file())
+    for name in files:
+        if name != "manifest.json":
+            _assert_same_file(command / name, here / name)
+    manifests = [json.loads((folder / "manifest.json").read_text()) for folder in (command, here)]
+    for manifest in manifests:
+        manifest.pop("snapshot_utc")
+        manifest["files"] = [f for f in manifest["files"] if f["format"] != "parquet"]
+    assert manifests[0] == manifests[1]
