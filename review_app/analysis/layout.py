@@ -112,9 +112,14 @@ def split_flags(value: object) -> tuple[str, ...]:
 
 
 def select_rubric(data: pd.DataFrame, rubric_key: str, columns: AnnotationColumns = DEFAULT_COLUMNS) -> pd.DataFrame:
-    """Rows of one rubric when the layout carries a rubric column; the whole frame otherwise."""
+    """Rows of one rubric when the layout carries a rubric column; the whole frame otherwise.
+
+    A frame whose rows are all of that rubric comes back as it is, not copied (an analysis selects the
+    rubric's rows, then each of its parts selects them again): callers only read the rows.
+    """
     if columns.rubric in data.columns:
-        return data.loc[data[columns.rubric].astype(str) == rubric_key]
+        keep = data[columns.rubric].astype(str) == rubric_key
+        return data if keep.all() else data.loc[keep]
     return data
 
 
