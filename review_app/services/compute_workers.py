@@ -40,6 +40,7 @@ import atexit
 import contextlib
 import ctypes
 import ctypes.util
+import gc
 import importlib
 import multiprocessing
 import multiprocessing.connection
@@ -157,14 +158,21 @@ def prestart(engine: Engine, modules: tuple[str, ...] = (), *, fork: bool = Fals
     that import them again. A command-line export's worker spent 1.5 s of CPU on those imports, on
     two cores the export keeps busy to its end. A process may fork only while it runs one thread (a
     lock another thread held at that moment would stay held in the child forever), so with other
-    threads running the workers are started as usual (:func:`can_fork`).
+    threads running the workers are started as usual (:func:`can_fork`). Before forking, the objects
+    this process holds (its imported modules, mostly) are frozen out of the garbage collector
+    (``gc.freeze``, Python's advice before a fork): the worker's collections do not write to the pages
+    it shares with this process, and this process's own collections, including its last one at exit,
+    do not walk them again (0.4 s of CPU less for a command-line export).
     """
     if in_process(engine):
         return
     with _lock:
         started = _executor is not None
     if not started:
-        executor = _pool(fork=fork and can_fork())
+        forking = fork and can_fork()
+        if forking:
+            gc.freeze()
+        executor = _pool(fork=forking)
         for _ in range(workers()):
             executor.submit(_import_modules, modules)
 

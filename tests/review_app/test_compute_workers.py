@@ -218,7 +218,7 @@ def _forked_job(engine) -> tuple[int, bool, int]:
 
 
 FORKED = """
-import os, sys, threading
+import gc, os, sys, threading
 from review_app.db.connect import get_engine
 from review_app.services import compute_workers
 from tests.review_app.test_compute_workers import _forked_job
@@ -232,14 +232,14 @@ compute_workers.prestart(engine, (), fork=True)
 pid, forked, one = compute_workers.run(engine, _forked_job)
 compute_workers.shutdown()  # the worker ends
 with engine.connect() as connection:  # the connection it shared is still this process's
-    print(pid != os.getpid(), forked, one, connection.exec_driver_sql("SELECT 2").scalar())
+    print(pid != os.getpid(), forked, one, connection.exec_driver_sql("SELECT 2").scalar(), gc.get_freeze_count() > 0)
 """
 
 
 @pytest.mark.parametrize("threads", ["alone", "thread"])
 def test_a_command_line_forks_its_workers_only_while_it_runs_one_thread(engine, threads):
-    """``prestart(fork=True)``: forked (nothing to import again) from a process running one thread;
-    the worker opens its own connections and leaves its parent's working after it ends."""
+    """``prestart(fork=True)``: forked (nothing to import again) from a process running one thread, its
+    heap frozen first; the worker opens its own connections and leaves its parent's working after it ends."""
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", FORKED, engine.url.render_as_string(hide_password=False), threads],
@@ -250,7 +250,8 @@ def test_a_command_line_forks_its_workers_only_while_it_runs_one_thread(engine, 
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", str(threads == "alone"), "1", "2"]
+    forked = str(threads == "alone")
+    assert done.stdout.split() == ["True", forked, "1", "2", forked]  # frozen before the fork (see prestart)
 
 
 APP_KILLED = """
