@@ -178,8 +178,9 @@ def prestart(engine: Engine, modules: tuple[str, ...] = (), *, fork: bool = Fals
 
 
 def can_fork() -> bool:
-    """Whether workers may be forked from this process: the platform forks and only this thread runs."""
-    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+    """Whether workers may be forked from this process: on Linux (macOS's system libraries are not safe
+    to use after a fork, which is why Python spawns there), while only this thread runs."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
 
 
 def _import_modules(modules: tuple[str, ...]) -> None:
