@@ -5,10 +5,10 @@ reviewers' quality or the adjudication queue from it is Python and pandas work t
 for seconds at panel scale. Done in the Streamlit process, it stalled every reviewer's submit in
 the same process (submit-to-next p95 1.7-13x idle while a lead reloaded Agreement), and the frames
 it cached made the app large. :func:`run` sends such a computation (a module-level *job* function
-and its small arguments) to a pool of ``MEDREV_COMPUTE_WORKERS`` processes (``spawn`` context,
-started on first use, shut down at exit); the app thread that asked waits on the future without
-the GIL, and gets back only the small, picklable result, which
-:mod:`review_app.services.study_cache` keeps per data version as before.
+and its small arguments) to a pool of ``MEDREV_COMPUTE_WORKERS`` processes (``spawn`` context, or
+forked from a command line, see :func:`prestart`; started on first use, shut down at exit); the app
+thread that asked waits on the future without the GIL, and gets back only the small, picklable
+result, which :mod:`review_app.services.study_cache` keeps per data version as before.
 
 * A job is ``job(engine, *args, **kwargs)``. In a worker, ``engine`` is the worker's own engine on
   the same database (opened from the URL with its password, one per URL, a few kept); the frame is
