@@ -285,13 +285,16 @@ def _int_texts(numbers: np.ndarray) -> np.ndarray:
     return texts
 
 
-def _column_cells(series: pd.Series, fmt: str) -> np.ndarray:
+def _column_cells(series: pd.Series, fmt: str, shared: dict[str, Any] | None = None) -> np.ndarray:
     """Each cell of a column as its CSV or JSON text (an object array).
 
     Each distinct value is formatted once (a column of a million rows has a handful of distinct scores,
     statuses or raters); whole numbers and booleans are formatted as arrays directly (ids are all
-    distinct: counting distinct values would only cost).
+    distinct: counting distinct values would only cost). ``shared``: what the same column's cells in
+    the other text format found (its distinct values, its ids' texts), filled by the first format's
+    call and used by the next (see :func:`write_chunk`).
     """
+    shared = {} if shared is None else shared
     dtype = series.dtype
     missing_text = "" if fmt == "csv" else "null"
     if pd.api.types.is_integer_dtype(dtype) or (
@@ -307,7 +310,9 @@ def _column_cells(series: pd.Series, fmt: str) -> np.ndarray:
                 if missing.any():
                     codes[missing] = len(table) - 1
                 return table[codes]
-            cells = _int_texts(numbers)
+            if "ints" not in shared:  # a whole number's text is the same in CSV and JSON
+                shared["ints"] = _int_texts(numbers)
+            cells = shared["ints"]
         else:
             words = ("True", "False") if fmt == "csv" else ("true", "false")
             codes = np.where(series.to_numpy(dtype=bool), 0, 1)
@@ -315,14 +320,17 @@ def _column_cells(series: pd.Series, fmt: str) -> np.ndarray:
                 codes[missing] = 2
             return np.array([*words, missing_text], dtype=object)[codes]
         if missing.any():
+            cells = cells.copy()
             cells[missing] = missing_text
         return cells
-    mixed = pd.api.types.is_object_dtype(dtype) and pd.api.types.infer_dtype(series, skipna=True) not in (
-        "string",
-        "empty",
-    )
-    codes, distinct = (None, None) if mixed else pd.factorize(series, use_na_sentinel=True)
-    encoded = None if mixed else _encode_distinct(distinct, fmt)
+    if "factorized" not in shared:
+        mixed = pd.api.types.is_object_dtype(dtype) and pd.api.types.infer_dtype(series, skipna=True) not in (
+            "string",
+            "empty",
+        )
+        shared["factorized"] = (None, None) if mixed else pd.factorize(series, use_na_sentinel=True)
+    codes, distinct = shared["factorized"]
+    encoded = None if distinct is None else _encode_distinct(distinct, fmt)
     if encoded is None:  # mixed Python objects: each cell on its own, as the in-memory writer did
         if fmt == "csv":
             texts = _text_frame(series.to_frame(), "csv").iloc[:, 0].tolist()
@@ -381,7 +389,9 @@ class TableFile:
         self._schema: pa.Schema | None = None
         self._header = False
 
-    def write(self, frame: pd.DataFrame) -> None:
+    def write(self, frame: pd.DataFrame, shared: dict[str, dict[str, Any]] | None = None) -> None:
+        """Append ``frame``'s rows. ``shared``: per column, what another format's file found writing the
+        same chunk (see :func:`write_chunk`)."""
         if self.fmt == "parquet":
             self._write_parquet(frame)
         elif self.fmt == "csv" and len(frame.columns) < 2:  # a lone empty cell is quoted: leave it to pandas
@@ -394,7 +404,10 @@ class TableFile:
                 csv.writer(self._handle, lineterminator="\n").writerow(names)
                 self._header = True
             if len(frame):
-                columns = [_column_cells(frame[name], self.fmt) for name in frame.columns]
+                shared = {} if shared is None else shared
+                columns = [
+                    _column_cells(frame[name], self.fmt, shared.setdefault(str(name), {})) for name in frame.columns
+                ]
                 self._handle.write(_lines(names, self.fmt, columns, len(frame)))
         self.rows += len(frame)
 
@@ -420,6 +433,23 @@ class TableFile:
         if self._parquet is not None:
             self._parquet.close()
         return self.path
+
+
+def write_chunk(outputs: Sequence[TableFile], frame: pd.DataFrame) -> None:
+    """Append one chunk to several files of the same table (CSV, JSONL, Parquet): the CSV and JSON texts of
+    a column are made from one search of its distinct values, and its ids' texts are made once."""
+    shared: dict[str, dict[str, Any]] = {}
+    for out in outputs:
+        out.write(frame, shared)
+
+
+def write_tables(table: Table, folder: Path, formats: Sequence[str]) -> list[Path]:
+    """:func:`write_table` in each of ``formats``, a chunk at a time in all of them (:func:`write_chunk`)."""
+    outputs = [TableFile(folder, table.name, fmt) for fmt in formats]
+    frame = table.frame
+    for start in range(0, len(frame), CHUNK_ROWS):
+        write_chunk(outputs, frame.iloc[start : start + CHUNK_ROWS])
+    return [out.close(empty=frame.iloc[:0]) for out in outputs]
 
 
 def write_table(table: Table, folder: Path, fmt: str, progress: ProgressCallback | None = None) -> Path:
@@ -773,8 +803,7 @@ def _read_snapshot(
                 written += len(chunk)
                 table = builder.table(chunk, n_rows=stats[key][0])
                 first = first or table
-                for out in outputs:
-                    out.write(table.frame)
+                write_chunk(outputs, table.frame)
                 progress(0.1 + 0.9 * written / max(n_tasks, 1), f"Writing labels: {written:,} of {n_tasks:,} tasks")
             first = first or builder.table([], n_rows=0)
             for out in outputs:
@@ -1058,8 +1087,7 @@ def _statistics_job(
     files: list[ExportedFile] = []
     if formats:
         table = raw_annotations_table(frame, rubric_keys)
-        for fmt in formats:
-            path = write_table(table, folder, fmt)
+        for fmt, path in zip(formats, write_tables(table, folder, formats), strict=True):
             files.append(_file(folder, path, table=table.name, format=fmt, rows=table.rows))
     return _Statistics(analysis=replace(analysis, annotations=frame.iloc[:0]), files=files)
 

@@ -142,12 +142,14 @@ def test_table_file_writes_what_the_in_memory_writer_wrote_for_awkward_values(tm
             "at": [stamp, pd.NaT, stamp, stamp, pd.NaT, stamp, stamp, stamp, stamp],
             "empty": [None] * 9,
             "rank": np.arange(9, dtype=np.int64) * 1_000_000_007,
+            "id": pd.array([10**9, None, 3 * 10**9, 4, 5, None, 7 * 10**9, 8, 9], dtype="Int64"),
         }
     )
     frame["at"] = pd.to_datetime(frame["at"], utc=True)
     for name, table in {"wide": frame, "lone": frame[["text"]]}.items():
+        references = {}
         for fmt in ("csv", "jsonl"):
-            reference = tmp_path / f"reference-{name}.{fmt}"
+            reference = references[fmt] = tmp_path / f"reference-{name}.{fmt}"
             _reference_write(table, reference, fmt)
             for chunk in (1, 4, len(table)):
                 folder = tmp_path / f"{name}-{fmt}-{chunk}"
@@ -157,6 +159,15 @@ def test_table_file_writes_what_the_in_memory_writer_wrote_for_awkward_values(tm
                     out.write(table.iloc[start : start + chunk])
                 path = out.close(empty=table.iloc[:0])
                 assert path.read_bytes() == reference.read_bytes(), (name, fmt, chunk)
+        for chunk in (1, 4, len(table)):  # both formats from each chunk at once: the same bytes
+            folder = tmp_path / f"{name}-both-{chunk}"
+            folder.mkdir()
+            outputs = [export.TableFile(folder, "table", fmt) for fmt in ("csv", "jsonl")]
+            for start in range(0, len(table), chunk):
+                export.write_chunk(outputs, table.iloc[start : start + chunk])
+            for out in outputs:
+                path = out.close(empty=table.iloc[:0])
+                assert path.read_bytes() == references[out.fmt].read_bytes(), (name, out.fmt, chunk)
 
 
 def test_table_file_writes_one_header_when_the_first_chunk_is_empty(tmp_path):
