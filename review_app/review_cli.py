@@ -312,8 +312,8 @@ def export(
     # the statistics' worker is forked now, before the progress bar's thread starts: it imports nothing
     compute_workers.prestart(database, (exporting.__name__,), fork=True)
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
-    # drawn on a terminal only: elsewhere nothing shows it, and redrawing it ten times a second cost 0.4 s
-    # of CPU that the export's two processes need
+    # drawn on a terminal only: elsewhere nothing shows it, yet its thread redrew it ten times a second,
+    # on CPU the export's two processes need
     bar_shown = console.is_terminal and not console.is_dumb_terminal
     with Progress(*columns, console=console, transient=True, disable=not bar_shown, refresh_per_second=4) as bar:
         job = bar.add_task("Exporting", total=1.0)
