@@ -179,10 +179,9 @@ def test_table_file_writes_one_header_when_the_first_chunk_is_empty(tmp_path):
 
 
 def test_table_file_rows_sharing_most_cells_are_the_in_memory_writer_s_bytes(tmp_path):
-    """Rows that share most of their cells (a labels table's unrated tasks) go through a line format that
-    holds the shared cells: their bytes are still those of the in-memory writer, with '%' in shared and
-    varying text, formula-like and quoted ids among ids that need neither, wide and narrow whole numbers,
-    and rows that are identical in every column."""
+    """Rows that share most of their cells (a labels table's unrated tasks): their bytes are those of the
+    in-memory writer, with '%' in shared and varying text, formula-like and quoted ids among ids that
+    need neither, wide and narrow whole numbers, and rows that are identical in every column."""
     n = 40
     rated = np.arange(n) % 5 == 0
     frame = pd.DataFrame(
