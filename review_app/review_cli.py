@@ -310,24 +310,28 @@ def export(
     out = out or get_settings().export_dir / exporting.export_name(study)
     database = engine()
     # the statistics' worker is forked now, before the progress bar's thread starts: it imports nothing
-    compute_workers.prestart(database, (exporting.__name__,), fork=True)
+    started = compute_workers.prestart(database, (exporting.__name__,), fork=True)
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
     # drawn on a terminal only: elsewhere nothing shows it, yet its thread redrew it ten times a second,
     # on CPU the export's two processes need
     bar_shown = console.is_terminal and not console.is_dumb_terminal
-    with Progress(*columns, console=console, transient=True, disable=not bar_shown, refresh_per_second=4) as bar:
-        job = bar.add_task("Exporting", total=1.0)
-        result = exporting.export_study(
-            database,
-            study,
-            out,
-            formats=format_,
-            real_names=real_names,
-            seed=seed,
-            actor=actor(),
-            pending="exclude" if leave_out_pending else "include",
-            progress=lambda done, text: bar.update(job, completed=done, description=text),
-        )
+    try:
+        with Progress(*columns, console=console, transient=True, disable=not bar_shown, refresh_per_second=4) as bar:
+            job = bar.add_task("Exporting", total=1.0)
+            result = exporting.export_study(
+                database,
+                study,
+                out,
+                formats=format_,
+                real_names=real_names,
+                seed=seed,
+                actor=actor(),
+                pending="exclude" if leave_out_pending else "include",
+                progress=lambda done, text: bar.update(job, completed=done, description=text),
+            )
+    finally:
+        if started:  # the command's own workers (at exit anyway; now, for a process that goes on: a test)
+            compute_workers.shutdown()
     console.print(str(result), highlight=False, markup=False)
     table = Table("file", "rows", "bytes", "sha256", title_justify="left")
     for file in result.files:

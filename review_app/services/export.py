@@ -888,7 +888,7 @@ def export_study(
     destination = _prepare_destination(Path(out_dir))
     report = _Progress(progress)
     report(0.0, "Reading the study")
-    compute_workers.prestart(engine, (__name__,))  # its start overlaps the snapshot's read (a CLI export's own)
+    compute_workers.prestart(engine, (__name__,))  # none yet: its start overlaps the snapshot's read
     work = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=destination.parent))
     # The statistics run while the labels tables are streamed: same inputs, same numbers. They run in a
     # compute worker process (see ``_statistics``), waited on by a thread of this one.

@@ -131,6 +131,7 @@ def test_workers_do_not_load_pyarrow_and_exports_still_write_parquet(study, tmp_
     from review_app.services.export import export_study
 
     engine, _lead_row, _slots = study
+    compute_workers.shutdown()  # an app's workers are spawned (a forked one has its parent's modules)
     cached_agreement_page(engine, "main")
     assert compute_workers.run(engine, _modules_job) == (True, True)
     result = export_study(engine, "main", tmp_path / "out", formats="csv,parquet")

@@ -15,7 +15,16 @@ from review_app.analysis.agreement import agreement
 from review_app.cli import app
 from review_app.db.connect import dispose_engines, get_engine
 from review_app.rubrics import RUBRIC_A, RUBRIC_B
-from review_app.services import accounts, adjudication, assignment, export, export_latex, export_tables, studies
+from review_app.services import (
+    accounts,
+    adjudication,
+    assignment,
+    compute_workers,
+    export,
+    export_latex,
+    export_tables,
+    studies,
+)
 from review_app.services.actors import SYSTEM
 from review_app.services.annotations import annotations_frame
 from review_app.services.errors import InvalidInput
@@ -370,8 +379,10 @@ def cli_db(tmp_path, monkeypatch):
 def test_review_export_command(cli_db, tmp_path):
     build_study(cli_db, tmp_path, units=6)
     out = tmp_path / "cli-export"
+    compute_workers.shutdown()
     result = runner.invoke(app, ["review", "export", "--study", "pub", "--out", str(out), "--format", "csv"])
     assert result.exit_code == 0, result.output
+    assert compute_workers.worker_pids() == []  # the workers the command started end with it
     assert "pseudonymised" in result.output and "raw_annotations.csv" in result.output
     assert (out / "raw_annotations.csv").is_file() and not (out / "raw_annotations.parquet").exists()
     again = runner.invoke(app, ["review", "export", "--study", "pub", "--out", str(out)])
