@@ -443,29 +443,29 @@ def write_chunk(outputs: Sequence[TableFile], frame: pd.DataFrame) -> None:
         out.write(frame, shared)
 
 
-def write_tables(table: Table, folder: Path, formats: Sequence[str]) -> list[Path]:
-    """:func:`write_table` in each of ``formats``, a chunk at a time in all of them (:func:`write_chunk`)."""
+def write_tables(
+    table: Table, folder: Path, formats: Sequence[str], progress: ProgressCallback | None = None
+) -> list[Path]:
+    """Write ``table`` as ``folder/<name>.<fmt>`` in each of ``formats`` (CSV with formula escaping, JSONL,
+    Parquet), a chunk of rows at a time in all of them (:func:`write_chunk`): the converted copy CSV and
+    JSONL need is one chunk, not the whole table."""
     outputs = [TableFile(folder, table.name, fmt) for fmt in formats]
     frame = table.frame
+    names = ", ".join(out.path.name for out in outputs)
     for start in range(0, len(frame), CHUNK_ROWS):
         write_chunk(outputs, frame.iloc[start : start + CHUNK_ROWS])
+        if progress is not None:
+            progress(min(start + CHUNK_ROWS, len(frame)) / max(len(frame), 1), f"Writing {names}")
     return [out.close(empty=frame.iloc[:0]) for out in outputs]
 
 
 def write_table(table: Table, folder: Path, fmt: str, progress: ProgressCallback | None = None) -> Path:
-    """Write ``table`` as ``folder/<name>.<fmt>``: CSV with formula escaping, JSONL, or Parquet, a chunk
-    of rows at a time (the converted copy CSV and JSONL need is one chunk, not the whole table)."""
-    frame = table.frame
-    if fmt == "parquet" and len(frame) <= CHUNK_ROWS:
+    """:func:`write_tables` in one format; a small table's Parquet file in one piece."""
+    if fmt == "parquet" and len(table.frame) <= CHUNK_ROWS:
         path = folder / f"{table.name}.{fmt}"
-        frame.to_parquet(path, index=False)
+        table.frame.to_parquet(path, index=False)
         return path
-    out = TableFile(folder, table.name, fmt)
-    for start in range(0, len(frame), CHUNK_ROWS):
-        out.write(frame.iloc[start : start + CHUNK_ROWS])
-        if progress is not None:
-            progress(min(start + CHUNK_ROWS, len(frame)) / max(len(frame), 1), f"Writing {out.path.name}")
-    return out.close(empty=frame.iloc[:0])
+    return write_tables(table, folder, (fmt,), progress)[0]
 
 
 def _codebook(
