@@ -1,6 +1,6 @@
 """Speed of the review analysis on a large simulated study: 20,000 annotations from 100 reviewers.
 
-Prints seconds for agreement (irrCAC AC2 + ordinal alpha, then with a 1,000-resample bootstrap CI)
+Prints seconds for agreement (Gwet's AC2 with its SE + ordinal alpha, then with a 1,000-resample bootstrap CI)
 and for the harm model (Laplace and 5-point adaptive quadrature), each beside a baseline measured in
 the same run on the same data: an ordinary logistic regression (statsmodels GLM, no random effect)
 for the harm model, and the bare point estimate for the bootstrap. Target: harm model under 10 s.
@@ -63,7 +63,7 @@ def main() -> None:
     data = simulate()
     print(f"{len(data)} annotations, {data['task_id'].nunique()} tasks, {data['rater'].nunique()} reviewers\n")
 
-    point, t_point = timed("agreement: AC2 + SE (irrCAC) + ordinal alpha", lambda: agreement(data, "harm_potential"))
+    point, t_point = timed("agreement: AC2 + SE (Gwet) + ordinal alpha", lambda: agreement(data, "harm_potential"))
     boot, t_boot = timed(
         "agreement: same + bootstrap CI (1,000 resamples)",
         lambda: agreement(data, "harm_potential", n_boot=1000, seed=0),

@@ -9,8 +9,9 @@ same run: an empty page in the same app shell. Run it from another worktree's ve
 get the figures before the cache on the same machine.
 
 Then agreement memory with many reviewers: peak traced memory of ``agreement()`` on ``--wide-tasks``
-tasks rated by 2 of 1,000 reviewers each, against the dense units x raters path (irrCAC on the
-pivoted table and krippendorff on the reliability matrix, as before the count tables).
+tasks rated by 2 of 1,000 reviewers each, against the dense units x raters path (the pivoted table
+counted per category into Gwet's estimate, and krippendorff on the reliability matrix, as before the
+count tables; irrCAC, which that path once called, is no longer installed beside medrev).
 
     .venv/bin/python bench/lead_cache_speed.py [--tasks 25000] [--runs 5]
 """
@@ -115,9 +116,8 @@ def page_figures(engine, lead: CurrentUser, page: str, runs: int) -> dict[str, f
 def wide_agreement_memory(n_tasks: int, n_raters: int = 1000) -> dict[str, float]:
     """Peak traced MB and seconds of agreement() vs the dense path, 1,000 reviewers."""
     import krippendorff
-    from irrCAC.raw import CAC
 
-    from review_app.analysis.agreement import agreement, ratings_matrix
+    from review_app.analysis.agreement import agreement, category_counts, gwet_estimate, ratings_matrix
 
     rng = np.random.default_rng(3)
     raters = np.array([rng.choice(n_raters, 2, replace=False) for _ in range(n_tasks)]).ravel()
@@ -142,7 +142,7 @@ def wide_agreement_memory(n_tasks: int, n_raters: int = 1000) -> dict[str, float
 
     def dense() -> None:
         matrix = ratings_matrix(data, "task_id", "rater", "score")
-        CAC(matrix.copy(), weights="ordinal", categories=[0, 1, 2], digits=15).gwet()
+        gwet_estimate(category_counts(matrix, [0, 1, 2]), [0, 1, 2], "ordinal", 0.95)
         reliability = matrix.to_numpy(dtype=float).T
         krippendorff.alpha(reliability_data=reliability, value_domain=[0.0, 1.0, 2.0], level_of_measurement="ordinal")
 

@@ -8,23 +8,25 @@ per-unit counts of each category enter the coefficients, so who rated what does 
 Choices that change the numbers, made once here:
 
 * **Full category set.** Gwet's chance agreement and the ordinal/linear/quadratic weights depend on
-  the *possible* categories, not the ones used; irrCAC infers them from the data unless told, which
-  silently changes AC2 when nobody used a score. The categories are therefore always passed
+  the *possible* categories, not the ones used; tools that infer them from the data (irrCAC unless
+  told) silently change AC2 when nobody used a score. The categories are therefore always passed
   (default the rubric scale 0, 1, 2) and a score outside them is refused.
 * **Units.** By default only units with at least two ratings enter (``min_ratings=2``), as the
   review protocol reports agreement "on dual-rated tasks"; the units set aside are counted
   (``n_units_dropped``: units with at least one rating but fewer than ``min_ratings``). Gwet's own
   formulas (and irrCAC) also use singly rated units for the category propensities; pass
   ``min_ratings=1`` to get his published numbers (raw4raters, ordinal AC2 0.89894).
-* **Point estimate, SE and CI** are irrCAC 0.4.4's (``CAC.gwet``, its statements run on the per-unit
-  category counts, so memory grows with ratings, not units x raters): Gwet's linearisation variance
-  of AC1/AC2, conditional on the raters and accounting for the sampling of units, with a Student-t
-  interval on ``n_units - 1`` degrees of freedom (Gwet 2014, ch. 5). The coefficient cannot leave
-  [-1, 1], so both ends of the interval are clipped to it (irrCAC caps only the upper end; with few
-  units its lower end can fall below -1). irrCAC gives wrong numbers under pandas 3, so the module
-  refuses to run there.
+* **Point estimate, SE and CI** are Gwet's, computed here as irrCAC 0.4.4's ``CAC.gwet`` computes
+  them (its statements, run on the per-unit category counts, so memory grows with ratings, not
+  units x raters): Gwet's linearisation variance of AC1/AC2, conditional on the raters and
+  accounting for the sampling of units, with a Student-t interval on ``n_units - 1`` degrees of
+  freedom (Gwet 2014, ch. 5). The coefficient cannot leave [-1, 1], so both ends of the interval
+  are clipped to it (irrCAC caps only the upper end; with few units its lower end can fall below
+  -1). irrCAC itself is not imported: it pins an old scientific stack and computes wrong numbers
+  under pandas 3; ``tests/oracles/irrcac_oracle.py`` runs it in an environment of its own and the
+  tests compare every coefficient, SE and CI with it.
 * **Bootstrap CI** (optional, ``n_boot > 0``): units resampled with replacement, percentile interval,
-  seeded; computed with a vectorised implementation of the same formula (checked against irrCAC).
+  seeded; computed with a vectorised implementation of the same formula (checked against the above).
 * **Krippendorff's alpha** is the ``krippendorff`` package's ordinal alpha (rank-based distances,
   Krippendorff 2011) with the value domain set to the categories. irrCAC's "Krippendorff's alpha
   with ordinal weights" is a different coefficient and is not used.
@@ -42,7 +44,6 @@ from dataclasses import dataclass, field, replace
 import krippendorff
 import numpy as np
 import pandas as pd
-from irrCAC.weights import Weights
 from scipy import stats
 
 from review_app.analysis.layout import (
@@ -55,9 +56,6 @@ from review_app.analysis.layout import (
     select_rubric,
 )
 from review_app.rubrics import Rubric, get_rubric
-
-if int(pd.__version__.split(".")[0]) >= 3:  # pragma: no cover - guarded by the dependency pin
-    raise ImportError("irrCAC 0.4.4 computes wrong coefficients under pandas 3; install pandas<3")
 
 WEIGHT_SCHEMES: tuple[str, ...] = ("ordinal", "linear", "quadratic", "identity")
 DEFAULT_CATEGORIES: tuple[int, ...] = (0, 1, 2)
@@ -237,10 +235,28 @@ def _label(value: float) -> str:
 
 
 def weight_matrix(categories: Sequence[float], weights: str) -> np.ndarray:
-    """irrCAC's weight matrix for the full category set (rows and columns in category order)."""
+    """Gwet's weight matrix for the full category set (rows and columns in category order).
+
+    Gwet (2014, ch. 3): with categories sorted, ``identity`` is the unit matrix (AC1); ``linear`` is
+    ``1 - |x_k - x_l| / (x_max - x_min)`` and ``quadratic`` ``1 - ((x_k - x_l) / (x_max - x_min))^2`` on the
+    category values; ``ordinal`` uses ranks only: with ``n = |k - l| + 1``, ``1 - C(n, 2) / C(q, 2)``
+    (1, 2/3, 0 on three categories). These are irrCAC's definitions (``irrCAC.weights``), checked
+    against it by ``tests/oracles/irrcac_oracle.py``.
+    """
     if weights not in WEIGHT_SCHEMES:
         raise AnalysisInputError(f"unknown weights {weights!r}; choose one of {', '.join(WEIGHT_SCHEMES)}")
-    return np.asarray(Weights([_number(c) for c in categories])[weights], dtype=float)
+    values = np.asarray(sorted(float(c) for c in categories), dtype=float)
+    q = len(values)
+    if weights == "identity":
+        return np.eye(q)
+    if weights == "ordinal":
+        ranks = np.arange(q)
+        n = np.abs(ranks[:, None] - ranks[None, :]) + 1
+        dissimilarity = n * (n - 1) / 2
+        return 1 - dissimilarity / dissimilarity.max()
+    span = values.max() - values.min()
+    distance = np.abs(values[:, None] - values[None, :]) / span
+    return 1 - distance if weights == "linear" else 1 - distance**2
 
 
 def ratings_matrix(
@@ -418,15 +434,17 @@ def _alpha_ordinal(counts: np.ndarray, categories: Sequence[float], warnings: li
 def gwet_estimate(
     counts: np.ndarray, categories: Sequence[float], weights: str, confidence: float
 ) -> dict[str, object]:
-    """irrCAC 0.4.4's ``CAC(...).gwet()["est"]`` (digits=15, N infinite) from a units x categories count table.
+    """Gwet's AC1/AC2 with its linearisation SE, p-value and Student-t CI, from a units x categories count table.
 
-    The statements are irrCAC's own, in its order, on the same count table it builds from the
-    units x raters table, so every number is the same to the last bit; only the units x raters
-    table (tasks x reviewers: gigabytes with a large panel) is never built.
+    Gwet (2014, ch. 5), for an infinite population of units (no finite-population correction) and
+    rounded to 15 digits. The statements follow irrCAC 0.4.4's ``CAC(...).gwet()["est"]`` in its
+    order, so the numbers are irrCAC's (``tests/oracles/irrcac_oracle.py`` compares them on many
+    tables); only the units x raters table (tasks x reviewers: gigabytes with a large panel) is never
+    built, and irrCAC is not needed at run time.
     """
     digits = 15
     q = len(categories)
-    weights_mat = Weights([_number(c) for c in categories])[weights]
+    weights_mat = weight_matrix(categories, weights)
     agree_mat = np.zeros(shape=(len(counts), q))
     agree_mat[:, :] = counts
     n = len(agree_mat)

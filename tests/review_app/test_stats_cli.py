@@ -192,10 +192,10 @@ def test_agreement_min_ratings(ratings_csv: Path) -> None:
 
 
 def test_agreement_min_ratings_one_is_gwets_handbook(tmp_path: Path) -> None:
-    from irrCAC.datasets import raw_4raters
+    from tests.review_app.analysis.gwet_handbook import raw_4raters_long
 
     path = tmp_path / "raw4raters.csv"
-    raw_4raters().reset_index().melt(id_vars="Units", var_name="rater", value_name="score").to_csv(path, index=False)
+    raw_4raters_long().to_csv(path, index=False)
     args = ["agreement", "--input", str(path), "--unit", "Units", "--rater", "rater", "--score", "score"]
     result = _run(*args, "--categories", "1,2,3,4,5", "--min-ratings", "1", "--json")
     assert result.exit_code == 0, result.output

@@ -7,8 +7,6 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from irrCAC.datasets import raw_4raters
-from irrCAC.raw import CAC
 
 from review_app.analysis.agreement import (
     agreement,
@@ -16,11 +14,14 @@ from review_app.analysis.agreement import (
     binary_agreement,
     category_counts,
     gwet_coefficient,
+    gwet_estimate,
     ratings_matrix,
     weight_matrix,
 )
 from review_app.analysis.layout import AnalysisInputError
 from review_app.rubrics import RUBRIC_A
+from tests.oracles.compare import FIXTURE, cases_by_id, load_fixture
+from tests.review_app.analysis.gwet_handbook import raw_4raters_long
 
 # Gwet's ordinal weights for three ordered categories (Gwet 2014, §3.5): with d = |k - l|,
 # w = 1 - C(d + 1, 2) / C(q, 2), i.e. 1, 2/3, 0.
@@ -28,7 +29,7 @@ ORDINAL_3 = [[1, 2 / 3, 0], [2 / 3, 1, 2 / 3], [0, 2 / 3, 1]]
 
 
 def hand_gwet(units: list[list[float]], categories: list[float], weights: list[list[float]]) -> float:
-    """Gwet's AC2 written out from the handbook formulas, with plain loops and no irrCAC.
+    """Gwet's AC2 written out from the handbook formulas, with plain loops and no library.
 
     ``units`` lists each unit's ratings (missing ratings simply absent). pa averages, over units
     with two or more ratings, sum_k r_ik (r*_ik - 1) / (r_i (r_i - 1)) with r*_ik = sum_l w_kl r_il;
@@ -64,8 +65,13 @@ def long_from_units(units: list[list[float]]) -> pd.DataFrame:
 @pytest.fixture
 def four_raters() -> pd.DataFrame:
     """Gwet's 4 raters x 12 units example (= Krippendorff 2011's reliability data), long layout."""
-    wide = raw_4raters()
-    return wide.reset_index().melt(id_vars="Units", var_name="rater", value_name="score")
+    return raw_4raters_long()
+
+
+@pytest.fixture(scope="module")
+def oracle() -> dict[str, dict]:
+    """irrCAC's outputs by case id (tests/data/irrcac_oracle.json, written by tests/oracles/irrcac_oracle.py)."""
+    return cases_by_id(load_fixture(FIXTURE))
 
 
 # Published values for the 4-raters example (Gwet 2014; the irrCAC R package vignettes
@@ -108,10 +114,11 @@ def test_unused_score_keeps_the_full_category_set() -> None:
     assert result.coefficient == pytest.approx(expected, abs=1e-12)
     assert result.category_counts == {0.0: 0, 1.0: 7, 2.0: 10}
     assert any("never used" in w for w in result.warnings)
-    # The trap: letting irrCAC infer the categories drops 0 and changes the coefficient.
-    wide = ratings_matrix(long_from_units(units), "task_id", "rater", "score")
-    inferred = CAC(wide, weights="ordinal").gwet()["est"]["coefficient_value"]
+    # The trap: inferring the categories from the data (irrCAC's default) drops 0, and ordinal weights on
+    # the two categories left are the identity: a different coefficient.
+    inferred = hand_gwet(units, [1, 2], [[1, 0], [0, 1]])
     assert abs(inferred - expected) > 0.05
+    assert agreement(long_from_units(units), "score", categories=[1, 2]).coefficient == pytest.approx(inferred)
 
 
 def test_missing_ratings_match_the_hand_formula() -> None:
@@ -130,12 +137,12 @@ def test_missing_ratings_match_the_hand_formula() -> None:
 
 
 @pytest.mark.parametrize("weights", ["identity", "linear", "quadratic", "ordinal"])
-def test_vectorised_formula_equals_irrcac(four_raters: pd.DataFrame, weights: str) -> None:
-    """The bootstrap's own implementation agrees with irrCAC on the full sample."""
+def test_vectorised_formula_equals_irrcac(four_raters: pd.DataFrame, oracle: dict[str, dict], weights: str) -> None:
+    """The bootstrap's own implementation agrees with irrCAC (the oracle fixture) on the full sample."""
     categories = [1, 2, 3, 4, 5]
     matrix = ratings_matrix(four_raters, "Units", "rater", "score", categories=categories)
     ours = gwet_coefficient(category_counts(matrix, categories), weight_matrix(categories, weights))
-    theirs = CAC(matrix, weights=weights, categories=categories, digits=15).gwet()["est"]["coefficient_value"]
+    theirs = oracle[f"handbook-4x12/{weights}/min1/ci95"]["irrcac"]["coefficient"]
     assert ours == pytest.approx(theirs, abs=1e-12)
 
 
@@ -209,14 +216,16 @@ def test_report_covers_every_rubric_dimension() -> None:
     assert "falsehood_clarity" in report.summary()
 
 
-def test_min_ratings_one_reproduces_gwets_handbook_and_irrcac(four_raters: pd.DataFrame) -> None:
+def test_min_ratings_one_reproduces_gwets_handbook_and_irrcac(
+    four_raters: pd.DataFrame, oracle: dict[str, dict]
+) -> None:
     """Gwet (2014) and irrCAC keep singly rated units: ordinal AC2 = 0.89894 on raw4raters."""
     every = agreement(four_raters, "score", unit="Units", categories=[1, 2, 3, 4, 5], min_ratings=1)
     assert round(every.coefficient, 5) == 0.89894
-    irr = CAC(raw_4raters(), weights="ordinal", categories=[1, 2, 3, 4, 5], digits=15).gwet()["est"]
-    assert every.coefficient == pytest.approx(irr["coefficient_value"], abs=1e-12)
+    irr = oracle["handbook-4x12/ordinal/min1/ci95"]["irrcac"]
+    assert every.coefficient == pytest.approx(irr["coefficient"], abs=1e-12)
     assert every.se == pytest.approx(irr["se"], abs=1e-12)
-    assert every.ci_low == pytest.approx(irr["confidence_interval"][0], abs=1e-12)
+    assert every.ci_low == pytest.approx(irr["ci_low_exact_t"], abs=1e-12)  # irrCAC's limit, exact t quantile
     assert (every.n_units, every.n_units_dropped, every.min_ratings) == (12, 0, 1)
     dual = agreement(four_raters, "score", unit="Units", categories=[1, 2, 3, 4, 5])
     assert (dual.n_units, dual.n_units_dropped, dual.min_ratings) == (11, 1, 2)  # unit 12 has one rating
@@ -236,15 +245,13 @@ def test_min_ratings_must_be_a_positive_whole_number(bad: object) -> None:
         agreement(long_from_units([[1, 1], [2, 2]]), "score", min_ratings=bad)
 
 
-def test_confidence_limits_are_clipped_to_the_coefficient_range() -> None:
-    """Two units in total disagreement: irrCAC's Student-t interval on 1 df reaches far below -1."""
+def test_confidence_limits_are_clipped_to_the_coefficient_range(oracle: dict[str, dict]) -> None:
+    """Three units in total disagreement: irrCAC's Student-t interval on 2 df reaches far below -1."""
     units = [[0, 2], [2, 0], [1, 1]]
     data = long_from_units(units)
-    wide = ratings_matrix(data, "task_id", "rater", "score")
-    raw_low = CAC(wide.copy(), weights="ordinal", categories=[0, 1, 2], digits=15).gwet()["est"]["confidence_interval"][
-        0
-    ]
-    assert raw_low < -1  # the trap the clipping removes
+    case = oracle["disagreement-3units/ordinal/min2/ci95"]
+    assert case["table"] == units and case["categories"] == [0, 1, 2]
+    assert case["irrcac"]["ci_low"] < -1  # the trap the clipping removes
     result = agreement(data, "score")
     assert result.ci_low == -1.0 and result.ci_high <= 1.0
     assert result.coefficient < 0
@@ -253,7 +260,9 @@ def test_confidence_limits_are_clipped_to_the_coefficient_range() -> None:
 
 
 def dense_reference(data: pd.DataFrame, score: str, *, weights: str, categories, min_ratings: int) -> dict:
-    """The previous implementation: a units x raters table into irrCAC and krippendorff (dense)."""
+    """The previous implementation's shape: a units x raters table, counted per category (as irrCAC counts
+    it) into Gwet's estimate, and krippendorff on the reliability matrix (dense). Gwet's numbers themselves
+    are checked against irrCAC by test_agreement_oracle.py, on panels of up to 20 raters."""
     import krippendorff
 
     categories = tuple(sorted(float(c) for c in categories))
@@ -263,8 +272,7 @@ def dense_reference(data: pd.DataFrame, score: str, *, weights: str, categories,
     matrix = matrix.loc[rated >= min_ratings]
     matrix = matrix.loc[:, matrix.notna().any(axis=0)]
     counts = category_counts(matrix, categories)
-    cac = CAC(matrix.copy(), weights=weights, categories=[int(c) for c in categories], digits=15)
-    est = cac.gwet()["est"]
+    est = gwet_estimate(counts, categories, weights, 0.95)
     alpha = krippendorff.alpha(
         reliability_data=matrix.to_numpy(dtype=float).T,
         value_domain=list(categories),
