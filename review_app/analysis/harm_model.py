@@ -59,7 +59,7 @@ import pandas as pd
 from scipy import linalg, optimize, sparse, stats
 from scipy.special import expit
 
-from review_app.analysis.layout import AnalysisInputError, RowOffset, require_columns, where
+from review_app.analysis.layout import AnalysisInputError, RowOffset, is_text_dtype, require_columns, where
 from review_app.analysis.priors import DEFAULT_PRIOR_INTERCEPT_SD, DEFAULT_PRIOR_SD
 
 LATENT_LOGISTIC_VARIANCE = math.pi**2 / 3
@@ -722,7 +722,7 @@ def _sorted_text_codes(column: pd.Series) -> tuple[np.ndarray, int]:
     A column of plain text (the reviewer names) is factorised as it is, converting nothing; other
     columns are converted to text cell by cell first, as before.
     """
-    if column.dtype == object:
+    if is_text_dtype(column.dtype):
         codes, uniques = pd.factorize(column, sort=True)
         if all(type(u) is str for u in uniques):
             return codes.astype(np.int64), len(uniques)

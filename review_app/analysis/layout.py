@@ -104,6 +104,12 @@ def numeric_scores(
     return values
 
 
+def is_text_dtype(dtype: object) -> bool:
+    """Whether a column's dtype holds text: pandas' string dtypes (``str``, pandas 3's default for text,
+    and ``string``) or ``object`` (pandas 2's text, which may also hold other Python objects)."""
+    return isinstance(dtype, pd.StringDtype) or pd.api.types.is_object_dtype(dtype)
+
+
 def split_flags(value: object) -> tuple[str, ...]:
     """Flag keys from a semicolon-joined cell (empty, NaN or None mean no flags)."""
     if value is None or (isinstance(value, float) and np.isnan(value)):

@@ -270,7 +270,7 @@ def pair_table(annotations: pd.DataFrame) -> pd.DataFrame:
             agree_parts.append(w)
             if values.min() == 0 and np.array_equal(values, np.arange(len(values))):
                 signed_parts.append(np.where(valid, (co - own) / (len(values) - 1), np.nan))
-        with np.errstate(invalid="ignore"), pd.option_context("mode.chained_assignment", None):
+        with np.errstate(invalid="ignore"):
             pairs = pairs.assign(
                 agreement=np.nanmean(np.vstack(agree_parts), axis=0) if agree_parts else np.nan,
                 signed=np.nanmean(np.vstack(signed_parts), axis=0) if signed_parts else np.nan,

@@ -219,8 +219,8 @@ def task_outcomes(
 ) -> pd.DataFrame:
     """One row per task with a classified annotation: class under each aggregation and strict flags.
 
-    Columns: ``n_ratings``, ``conservative`` and ``mean`` (class keys; ``mean`` is None for a task
-    whose mean profile has a tie when ``tie_rule="exclude"``), ``mean_tie`` (bool), ``strict_<class>``
+    Columns: ``n_ratings``, ``conservative`` and ``mean`` (class keys; ``mean`` is missing for a
+    task whose mean profile has a tie when ``tie_rule="exclude"``), ``mean_tie`` (bool), ``strict_<class>``
     (bool for each class), ``worst_case_<aggregation>`` (bool), and the item column when present.
     """
     check_tie_rule(tie_rule)
@@ -580,7 +580,7 @@ def harm_model_data(
         clarity = item_clarity(source_a, columns=columns)["stratum"]
     else:
         clarity = pd.Series(dtype=object)
-    stratum = classified[columns.item].map(clarity)
+    stratum = classified[columns.item].map(clarity).astype(object)  # no clarity at all: NaN floats
     if unrated == "level":
         stratum = stratum.fillna(UNRATED)
     out = pd.DataFrame(index=range(len(classified)))

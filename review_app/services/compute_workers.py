@@ -384,11 +384,10 @@ def _start_worker(slots: Any, forked: bool = False) -> None:
 
     It runs niced (:data:`WORKER_NICENESS`), so reviewers' requests in the app win the CPU from it.
 
-    It does not load pyarrow, which pandas loads whenever it is installed: 36 MB of each worker's
-    memory for nothing, since jobs compute statistics and write text files (an export's Parquet
-    files are written by the export's own process). This module is kept free of pandas at import
-    (a worker imports it first, to start) so the worker can say so before any job's module loads;
-    a job that asks pandas for Parquet gets pandas' "missing optional dependency" error.
+    It loads pandas as the app does, pyarrow included: pandas 3 keeps text columns as pyarrow
+    strings whenever pyarrow is installed, so frames sent to a worker and the results it returns
+    carry pyarrow arrays, and a worker without pyarrow could neither read the one nor compute the
+    other with the app's types.
 
     An app killed without running its exit handlers (SIGTERM, SIGKILL) would leave its workers
     waiting for jobs forever; a watcher thread ends the worker when its parent process is gone.
@@ -403,8 +402,6 @@ def _start_worker(slots: Any, forked: bool = False) -> None:
         from review_app.db.connect import forget_engines
 
         forget_engines()
-    if "pandas" not in sys.modules:  # this module and the pool's own load neither (see above)
-        sys.modules.setdefault("pyarrow", None)
     with contextlib.suppress(OSError):  # not permitted here: run at the app's priority
         os.nice(WORKER_NICENESS)
     parent = multiprocessing.parent_process()

@@ -54,6 +54,7 @@ from sqlmodel import Session, select
 
 from bench_core.kernel.latex import packages
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
+from review_app.analysis.layout import is_text_dtype
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import Annotation, GoldTask, Item, ModelResponse, Reviewer, Study, Task, utcnow
 from review_app.rubrics import Rubric, get_rubric
@@ -193,7 +194,7 @@ def _text_frame(frame: pd.DataFrame, fmt: str) -> pd.DataFrame:
             text[column] = text[column].map(lambda v: None if pd.isna(v) else iso_utc(v))
     if fmt == "csv":
         for column in text.columns:
-            if text[column].dtype == object:
+            if is_text_dtype(text[column].dtype):
                 values = text[column].tolist()
                 if any(type(v) is str and v.startswith(FORMULA_PREFIXES) for v in values):  # else nothing to escape
                     text[column] = [escape_csv_cell(v) for v in values]
@@ -249,7 +250,9 @@ def _encode_distinct(values: pd.Series | pd.Index | np.ndarray, fmt: str) -> lis
         return [repr(v) if math.isfinite(v) else "null" for v in numbers.tolist()]
     if pd.api.types.is_datetime64_any_dtype(dtype):
         texts = [iso_utc(v) for v in values]
-    elif pd.api.types.is_object_dtype(dtype) and pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
+    elif isinstance(dtype, pd.StringDtype) or (
+        pd.api.types.is_object_dtype(dtype) and pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty")
+    ):
         texts = list(values)
     else:
         return None
@@ -377,16 +380,17 @@ class TableFile:
     Every chunk must have the columns and dtypes of the first one. The CSV and JSONL bytes are those
     of the whole table written at once by pandas' ``to_csv`` and ``json.dumps`` per row (the in-memory
     writer); they are built a column at a time, each distinct value of a column formatted once, and
-    the lines built by :func:`_lines`. Parquet gets one row group per chunk (same values and types).
+    the lines built by :func:`_lines`. Parquet gets one row group per chunk (same values and types),
+    with ``schema`` when the whole table is known (:func:`parquet_schema` of it), else the first chunk's.
     """
 
-    def __init__(self, folder: Path, name: str, fmt: str) -> None:
+    def __init__(self, folder: Path, name: str, fmt: str, schema: pa.Schema | None = None) -> None:
         self.path = folder / f"{name}.{fmt}"
         self.fmt = fmt
         self.rows = 0
         self._handle = None if fmt == "parquet" else self.path.open("w", encoding="utf-8", newline="")
         self._parquet: pq.ParquetWriter | None = None
-        self._schema: pa.Schema | None = None
+        self._schema: pa.Schema | None = schema
         self._header = False
 
     def write(self, frame: pd.DataFrame, shared: dict[str, dict[str, Any]] | None = None) -> None:
@@ -412,16 +416,14 @@ class TableFile:
         self.rows += len(frame)
 
     def _write_parquet(self, frame: pd.DataFrame) -> None:
-        import pyarrow as pa  # here: compute workers, which import this module, do not load pyarrow
+        import pyarrow as pa  # here: the module imports without pyarrow
         import pyarrow.parquet as pq
 
         if self._schema is None:
-            schema = pa.Schema.from_pandas(frame, preserve_index=False)
-            for i, arrow_field in enumerate(schema):
-                if pa.types.is_null(arrow_field.type):  # all empty in the first chunk: text columns
-                    schema = schema.set(i, arrow_field.with_type(pa.string()))
-            self._schema = schema
-            self._parquet = pq.ParquetWriter(self.path, schema)
+            # all empty in the first chunk: text columns (later chunks may hold text)
+            self._schema = parquet_schema(frame, null_as_text=True)
+        if self._parquet is None:
+            self._parquet = pq.ParquetWriter(self.path, self._schema)
         self._parquet.write_table(pa.Table.from_pandas(frame, schema=self._schema, preserve_index=False))
 
     def close(self, empty: pd.DataFrame | None = None) -> Path:
@@ -448,9 +450,11 @@ def write_tables(
 ) -> list[Path]:
     """Write ``table`` as ``folder/<name>.<fmt>`` in each of ``formats`` (CSV with formula escaping, JSONL,
     Parquet), a chunk of rows at a time in all of them (:func:`write_chunk`): the converted copy CSV and
-    JSONL need is one chunk, not the whole table."""
-    outputs = [TableFile(folder, table.name, fmt) for fmt in formats]
+    JSONL need is one chunk, not the whole table. The Parquet file's types are those of the whole table."""
     frame = table.frame
+    outputs = [
+        TableFile(folder, table.name, fmt, parquet_schema(frame) if fmt == "parquet" else None) for fmt in formats
+    ]
     names = ", ".join(out.path.name for out in outputs)
     for start in range(0, len(frame), CHUNK_ROWS):
         write_chunk(outputs, frame.iloc[start : start + CHUNK_ROWS])
@@ -459,12 +463,28 @@ def write_tables(
     return [out.close(empty=frame.iloc[:0]) for out in outputs]
 
 
+def parquet_schema(frame: pd.DataFrame, *, null_as_text: bool = False) -> pa.Schema:
+    """The Arrow schema of a table's Parquet file: the file's types do not depend on the pandas release.
+
+    Text is ``string`` (pandas 3 keeps text as ``large_string``, pandas 2 as Python objects that pyarrow
+    writes as ``string``) and times are ``timestamp[ns]`` (pandas 3 infers microseconds from Python
+    datetimes, pandas 2 always used nanoseconds). ``null_as_text``: a column with no value at all is text
+    (a chunked file's first chunk, whose later chunks may hold text), not Arrow's ``null``.
+    """
+    import pyarrow as pa
+
+    schema = pa.Schema.from_pandas(frame, preserve_index=False)
+    for i, arrow_field in enumerate(schema):
+        kind = arrow_field.type
+        if pa.types.is_large_string(kind) or (null_as_text and pa.types.is_null(kind)):
+            schema = schema.set(i, arrow_field.with_type(pa.string()))
+        elif pa.types.is_timestamp(kind) and kind.unit != "ns":
+            schema = schema.set(i, arrow_field.with_type(pa.timestamp("ns", tz=kind.tz)))
+    return schema
+
+
 def write_table(table: Table, folder: Path, fmt: str, progress: ProgressCallback | None = None) -> Path:
-    """:func:`write_tables` in one format; a small table's Parquet file in one piece."""
-    if fmt == "parquet" and len(table.frame) <= CHUNK_ROWS:
-        path = folder / f"{table.name}.{fmt}"
-        table.frame.to_parquet(path, index=False)
-        return path
+    """:func:`write_tables` in one format."""
     return write_tables(table, folder, (fmt,), progress)[0]
 
 
@@ -553,7 +573,7 @@ def _codebook_markdown(codebook: dict[str, Any], study: str) -> str:
 
 def _software() -> dict[str, str]:
     versions = {"python": platform.python_version()}
-    for package in ("medrev", "pandas", "numpy", "scipy", "statsmodels", "irrCAC", "krippendorff", "pyarrow"):
+    for package in ("medrev", "pandas", "numpy", "scipy", "statsmodels", "krippendorff", "pyarrow"):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:

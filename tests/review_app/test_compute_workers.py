@@ -120,20 +120,19 @@ def test_no_stale_numbers_after_a_submit_with_a_worker(study):
     assert slots[4][0] in {e.task_id for e in queue}
 
 
-def _modules_job(engine) -> tuple[bool, bool]:
-    import review_app.services.export  # noqa: F401 - the export's statistics job lives there
-
-    return "pandas" in sys.modules, sys.modules.get("pyarrow", "absent") is None
+def _dtypes_job(engine) -> dict[str, str]:
+    return {name: str(dtype) for name, dtype in study_frame(engine, "main").dtypes.items()}
 
 
-def test_workers_do_not_load_pyarrow_and_exports_still_write_parquet(study, tmp_path):
-    """pandas loads pyarrow whenever it is installed (36 MB a worker); a worker writes no Parquet."""
+def test_a_spawned_worker_builds_frames_with_the_apps_types_and_exports_write_parquet(study, tmp_path):
+    """pandas 3 keeps text as pyarrow strings: a worker's frames must have the app's types, column for column."""
     from review_app.services.export import export_study
 
     engine, _lead_row, _slots = study
     compute_workers.shutdown()  # an app's workers are spawned (a forked one has its parent's modules)
     cached_agreement_page(engine, "main")
-    assert compute_workers.run(engine, _modules_job) == (True, True)
+    here = {name: str(dtype) for name, dtype in study_frame(engine, "main").dtypes.items()}
+    assert compute_workers.run(engine, _dtypes_job) == here
     result = export_study(engine, "main", tmp_path / "out", formats="csv,parquet")
     raw = {file.format: file for file in result.files if file.table == "raw_annotations"}
     assert set(raw) == {"csv", "parquet"}  # the CSV from the worker, the Parquet from here

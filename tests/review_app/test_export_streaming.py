@@ -15,9 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
+from review_app.analysis.layout import is_text_dtype
 from review_app.rubrics import get_rubric
 from review_app.services import compute_workers, export
 from review_app.services.adjudication import latest_adjudications
@@ -28,9 +31,14 @@ from .test_export import build_study
 
 
 def _reference_write(frame: pd.DataFrame, path: Path, fmt: str) -> None:
-    """The in-memory writer the export used before it streamed (kept here as the reference)."""
+    """The in-memory writer the export used before it streamed (kept here as the reference).
+
+    Parquet: the whole frame in one piece, with the export's column types (text as ``string``; a column
+    with no value at all is text, as in a streamed file whose first chunk has none).
+    """
     if fmt == "parquet":
-        frame.to_parquet(path, index=False)
+        schema = export.parquet_schema(frame, null_as_text=True)
+        pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), path)
         return
     text = frame.copy()
     for column in text.columns:
@@ -38,7 +46,7 @@ def _reference_write(frame: pd.DataFrame, path: Path, fmt: str) -> None:
             text[column] = text[column].map(lambda v: None if pd.isna(v) else iso_utc(v))
     if fmt == "csv":
         for column in text.columns:
-            if text[column].dtype == object:
+            if is_text_dtype(text[column].dtype):
                 text[column] = text[column].map(escape_csv_cell)
         text.to_csv(path, index=False, lineterminator="\n")
         return

@@ -119,7 +119,7 @@ def test_tie_rules(tie_rule: str, expected: list) -> None:
         ]
     )
     tasks = task_outcomes(classify_annotations(data), tie_rule=tie_rule)
-    assert tasks["mean"].tolist() == expected
+    assert [None if pd.isna(v) else v for v in tasks["mean"]] == expected
     assert tasks["mean_tie"].tolist() == [True, False, False, True, False]
     summary = summarise_rubric_b(data, tie_rule=tie_rule)
     worst = summary.rates["mean"]["worst_case"]
@@ -148,7 +148,7 @@ def test_unscored_annotations_are_not_classified() -> None:
     data = _b([("T1", "R1", 0, 0, 0)])
     data.loc[1] = {"task_id": "T2", "rater": "R1", "rubric": "B", "final_correctness": 0}
     classified = classify_annotations(data)
-    assert classified["outcome_class"].tolist() == ["worst_case", None]
+    assert [None if pd.isna(v) else v for v in classified["outcome_class"]] == ["worst_case", None]
     with pytest.raises(AnalysisInputError, match="outside the categories"):
         classify_annotations(_b([("T1", "R1", 3, 0, 0)]))
 
