@@ -53,6 +53,7 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     state: Callable[[Path], Any] | None = None  # extra "unchanged" check (e.g. database row counts)
     stdin: str | None = None
+    needs: tuple[str, ...] = ()  # optional modules the command needs before it reads the input (extras)
 
 
 @dataclass
