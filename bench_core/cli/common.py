@@ -42,10 +42,11 @@ def run_directory(benchmark: str, option: str = "out") -> Callable[[F], F]:
     """Guard the output directory of a run command (``--out``): one benchmark, one process, nothing half-made.
 
     Before the command runs: a directory holding another benchmark's run is refused, the directory is
-    created and locked with this process's PID (a second process is refused naming the first's PID; a lock
-    whose process is gone is taken over). If the command is refused before its first call (bad data, bad
-    arguments, an endpoint that cannot be set up), a directory it created is removed again: a refused run
-    leaves nothing behind. The lock is released when the command ends, however it ends.
+    created and locked (``RunLock``: a second process is refused naming the first's PID, host and start
+    time; the lock of a killed process is gone with it, so a resume can start at once). If the command is
+    refused before its first call (bad data, bad arguments, an endpoint that cannot be set up), a directory
+    it created is removed again: a refused run leaves nothing behind. The lock is released when the command
+    ends, however it ends.
     """
     from bench_core.kernel.rundir import RUNS_FILE, RunLock, benchmarks_in, read_jsonl
 

@@ -19,7 +19,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from bench_core.cli.common import ReportConsole, fail, run_directory, write_folder
+from bench_core.cli.common import ReportConsole, err, fail, run_directory, write_folder
 from bench_core.cli.errors import DEBUG_HELP, MedrevGroup, debug_option
 from bench_core.cli.generation import register as register_generation
 from bench_core.cli.healthcontradict import run_healthcontradict
@@ -128,6 +128,8 @@ def report(
         except (KeyError, TypeError) as exc:  # a file edited by hand or written by something else
             fail(f"{run_dir}: a file of this run directory is not as medrev wrote it ({type(exc).__name__}: {exc})")
         result["run_dir"] = str(run_dir)
+        for warning in result.get("warnings", []):
+            err.print(f"note: {warning}")
         if as_json:
             sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
             continue

@@ -34,6 +34,7 @@ from bench_core.kernel.rundir import (
     append_manifest,
     merge_or_refuse,
     read_jsonl,
+    read_jsonl_numbered,
     rows_of,
 )
 from bench_core.kernel.runner import Job
@@ -325,7 +326,12 @@ def load_run_instances(run_dir: str | Path) -> list[HCInstance]:
     if not (run_dir / INSTANCES_FILE).is_file():
         raise RunDirError(f"{run_dir} is not a HealthContradict run directory (no {INSTANCES_FILE})")
     path = run_dir / INSTANCES_FILE
-    return rows_of(path, read_jsonl(path), lambda row: HCInstance.model_validate(row["instance"]))
+    return rows_of(
+        path,
+        read_jsonl_numbered(path),
+        lambda row: HCInstance.model_validate(row["instance"]),
+        field_prefix="instance.",
+    )
 
 
 @dataclass(frozen=True)
@@ -386,11 +392,15 @@ def read_run_data(run_dir: str | Path) -> HCRunData:
             targets = by_topic.get(topic)
             if not targets:
                 raise RunDirError(
-                    f"{store.path}: NC result for topic {topic} which has no instance in {INSTANCES_FILE}"
+                    f"{store.path}:{store.line_of(key)}: field 'key.item': NC result for topic {topic} which has "
+                    f"no instance in {INSTANCES_FILE}"
                 )
         else:
             if key.item not in by_id:
-                raise RunDirError(f"{store.path}: result for instance {key.item!r} which is not in {INSTANCES_FILE}")
+                raise RunDirError(
+                    f"{store.path}:{store.line_of(key)}: field 'key.item': result for instance {key.item!r} which "
+                    f"is not in {INSTANCES_FILE}"
+                )
             targets = [by_id[key.item]]
         truncation = meta.get("truncation") or {}
         for instance in targets:

@@ -11,6 +11,7 @@ Each benchmark design keeps its own item file (MedMisBench ``items.jsonl``, Heal
   frames, sensitivity subsets), so a draw is the same in every run;
 - ``merge_or_refuse``: a rerun into the same directory adds the rows it brings, and refuses the run if
   a row saved under the same key differs (results of the two would not be comparable);
+- ``RunLock``: one process at a time in a run directory, by an OS lock that dies with its process;
 - ``RunDesign`` and ``find_run_dirs``: how ``bench report`` tells which design a directory belongs to.
   Each design's ``report`` module defines its ``RunDesign``; the list of designs is made by the CLI,
   the one layer that imports several designs (the kernel imports none).
@@ -22,6 +23,8 @@ import datetime as dt
 import hashlib
 import json
 import os
+import socket
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +83,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     line before it was not written by medrev and is refused (``DamagedFile`` naming the file and line), never
     silently dropped.
     """
+    return [row for _line, row in read_jsonl_numbered(path)]
+
+
+def read_jsonl_numbered(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """``read_jsonl`` with each row's line in the file (1-based), for messages naming file, line and field."""
     if not path.exists():
         return []
     lines = path.read_bytes().split(b"\n")
@@ -99,7 +107,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
                 f"{path}:{index + 1}: damaged line (not a JSON object); medrev never writes one before the last "
                 "line. Repair or delete that line to use this directory."
             )
-        rows.append(value)
+        rows.append((index + 1, value))
     return rows
 
 
@@ -113,30 +121,47 @@ def read_json(path: Path) -> Any:
         raise DamagedFile(f"{path}:{exc.lineno}: damaged JSON ({exc.msg}); repair or restore the file") from None
 
 
-def rows_of(path: Path, rows: Iterable[dict[str, Any]], read: Callable[[dict[str, Any]], T]) -> list[T]:
+def rows_of(
+    path: Path,
+    rows: Iterable[dict[str, Any]] | Iterable[tuple[int, dict[str, Any]]],
+    read: Callable[[dict[str, Any]], T],
+    *,
+    field_prefix: str = "",
+) -> list[T]:
     """``read`` applied to each row of a side file; a row without the fields medrev wrote is ``DamagedFile``
-    naming the file and the row's position (1-based, blank lines not counted)."""
+    naming the file, the line (when ``rows`` are ``read_jsonl_numbered``'s (line, row) pairs), the field at
+    fault (``field_prefix`` + its name, e.g. ``item.gold`` when ``read`` validates the row's ``item``) and the
+    record's position (1-based, blank lines not counted)."""
     out = []
-    for index, row in enumerate(rows, start=1):
+    for index, entry in enumerate(rows, start=1):
+        line, row = entry if isinstance(entry, tuple) else (None, entry)
         try:
             out.append(read(row))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise DamagedFile(f"{path}: record {index} is not one medrev wrote ({_briefly(exc)})") from None
+            where = f"{path}:{line}" if line is not None else str(path)
+            field, detail = _briefly(exc)
+            if field and not isinstance(exc, KeyError):  # a missing key is the row's own, not inside what is read
+                field = field_prefix + field
+            named = f" field {field!r}:" if field else ""
+            raise DamagedFile(f"{where}:{named} record {index} is not one medrev wrote ({detail})") from None
     return out
 
 
-def _briefly(exc: Exception) -> str:
-    """One line for a record's fault: a validation error by its first field and count, a missing key by name."""
+def _briefly(exc: Exception) -> tuple[str | None, str]:
+    """(field, one line) for a record's fault: a validation error by its first field and count, a missing key
+    by name, anything else by its type."""
     errors = getattr(exc, "errors", None)
     if callable(errors):  # pydantic's ValidationError, without importing pydantic here
         found = errors()
         first = found[0] if found else {}
-        where = ".".join(str(part) for part in first.get("loc", ())) or "record"
+        where = ".".join(str(part) for part in first.get("loc", ())) or None
+        if where is None:  # a check of the whole record may still name its field (``items.ItemInvalid``)
+            where = getattr((first.get("ctx") or {}).get("error"), "field", None)
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        return f"field {where!r}: {first.get('msg', 'invalid')}{more}"
+        return where, f"{str(first.get('msg', 'invalid')).removeprefix('Value error, ')}{more}"
     if isinstance(exc, KeyError):
-        return f"field {exc.args[0]!r} missing"
-    return f"{type(exc).__name__}: {exc}"
+        return str(exc.args[0]), "missing"
+    return None, f"{type(exc).__name__}: {exc}"
 
 
 def append_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
@@ -228,55 +253,116 @@ def find_run_dirs(directory: Path, designs: Sequence[RunDesign]) -> list[tuple[P
 
 
 LOCK_FILE = ".medrev-run.lock"
+# A holder killed a moment ago may still be exiting (a zombie not yet reaped keeps its PID, but the kernel
+# drops its locks as it exits); a lock whose recorded holder is gone or exiting is tried again for this long.
+_EXITING_GRACE_SECONDS = 2.0
 
 
 class RunDirBusy(ValueError):
     """Another live process runs in this directory: a second run would pay for every call twice."""
 
 
-class RunLock:
-    """The lock of a run directory: a file holding the PID of the process running in it.
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a run directory's lock, as written inside the lock file (for the message only)."""
 
-    Taken with ``O_EXCL``, so two processes cannot both take it; a lock left by a process that no longer
-    exists (killed, machine restarted) is stale and taken over.
+    pid: int | None
+    host: str | None
+    started: str | None
+
+    def describe(self) -> str:
+        pid = "unknown" if self.pid is None else str(self.pid)
+        host = f" on {self.host}" if self.host else ""
+        started = f", started {self.started}" if self.started else ""
+        return f"pid {pid}{host}{started}"
+
+
+class RunLock:
+    """The lock of a run directory: an exclusive ``flock`` on ``.medrev-run.lock``, held while a run works in it.
+
+    The operating system drops a ``flock`` when its process dies, however it dies (``kill -9`` included, before
+    the dead process is even reaped), so a killed run never blocks its own resume, and there is no stale lock
+    to guess about. The holder's PID, host and start time are written inside the file only so that a refused
+    run can say who holds the folder. The file is removed on release; a process that opened it just before
+    the removal notices that the path no longer names the file it locked, and tries again.
     """
 
     def __init__(self, directory: Path) -> None:
         self.path = Path(directory) / LOCK_FILE
         self.held = False
+        self._fd: int | None = None
 
     def acquire(self) -> RunLock:
-        """Take the lock (the directory must exist); ``RunDirBusy`` naming the holder's PID if a live process has it."""
-        for _attempt in range(3):
+        """Take the lock (the directory must exist); ``RunDirBusy`` naming the holder if another process has it."""
+        import fcntl
+
+        deadline = time.monotonic() + _EXITING_GRACE_SECONDS
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
                 holder = self.holder()
-                if holder is not None and holder != os.getpid() and pid_alive(holder):
-                    raise RunDirBusy(
-                        f"{self.path.parent}: another bench run (PID {holder}) is running in this directory; "
-                        f"wait for it to finish or stop it (if PID {holder} is not a medrev run, delete {self.path})."
-                    ) from None
-                self.path.unlink(missing_ok=True)  # stale: its process is gone
+                here = holder.host in (None, socket.gethostname())
+                if here and holder.pid is not None and _exiting(holder.pid) and time.monotonic() < deadline:
+                    time.sleep(0.01)  # its locks go as it finishes dying
+                    continue
+                raise RunDirBusy(
+                    f"{self.path.parent}: another run ({holder.describe()}) holds this folder; wait for it to "
+                    "finish or stop it, then run the same command again to resume."
+                ) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            if not self._same_file(fd):
+                os.close(fd)  # released and removed between our open and our lock: take the new file
                 continue
-            with os.fdopen(fd, "w") as handle:
-                handle.write(f"{os.getpid()}\n")
+            self._fd = fd
+            self._write_holder(fd)
             self.held = True
             return self
-        raise RunDirBusy(f"{self.path}: could not take the run directory's lock")
 
-    def holder(self) -> int | None:
-        """The PID written in the lock file, or None (no file, or not a PID)."""
+    def _same_file(self, fd: int) -> bool:
         try:
-            return int(self.path.read_text(encoding="utf-8").split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
+            named = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(fd)
+        return (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino)
+
+    @staticmethod
+    def _write_holder(fd: int) -> None:
+        started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()} {started}\n".encode(), 0)
+
+    def holder(self) -> LockHolder:
+        """The holder written in the lock file (PID, host, start time); fields it lacks are None."""
+        try:
+            parts = self.path.read_text(encoding="utf-8").split()
+        except (OSError, UnicodeDecodeError):
+            parts = []
+        pid = int(parts[0]) if parts and parts[0].isdigit() else None
+        return LockHolder(pid, parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None)
 
     def release(self) -> None:
-        if self.held:
-            if self.holder() == os.getpid():
-                self.path.unlink(missing_ok=True)
-            self.held = False
+        if self.held and self._fd is not None:
+            if self._same_file(self._fd):
+                self.path.unlink(missing_ok=True)  # still locked: nobody can take the file being removed
+            os.close(self._fd)  # closing drops the lock
+            self._fd = None
+        self.held = False
+
+
+def _exiting(pid: int) -> bool:
+    """True when ``pid`` is gone or a zombie (killed, not yet reaped): a lock it held is being released."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return not pid_alive(pid)
+    return state in (b"Z", b"X")
 
 
 def pid_alive(pid: int) -> bool:

@@ -66,6 +66,7 @@ class ResultStore:
         self.corrupt_lines = 0
         self.repaired_bytes = 0
         self._status: dict[str, str] = {}
+        self._lines: dict[str, int] = {}
         self._fd: int | None = None
         if self.path.exists():
             for record in self.iter_records():
@@ -137,6 +138,11 @@ class ResultStore:
     def iter_records(self) -> Iterator[dict[str, Any]]:
         """Every complete record in file order. An incomplete last line (a killed write) is skipped and counted;
         a damaged line before it raises ``DamagedResults`` naming the file and the line."""
+        for _line, record in self.iter_numbered():
+            yield record
+
+    def iter_numbered(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``iter_records`` with each record's line in the file (1-based), for messages naming the line."""
         self.corrupt_lines = 0
         if not self.path.exists():
             return
@@ -156,7 +162,7 @@ class ResultStore:
                     "one before the last line. Delete or repair that line to use this directory "
                     "(a deleted result is called again on the next run)."
                 )
-            yield record
+            yield number, record
 
     def finished(self, benchmark: str) -> tuple[list[tuple[ResultKey, dict[str, Any]]], list[dict[str, Any]]]:
         """The latest record of every key of ``benchmark``: (successes with their keys, failures).
@@ -176,14 +182,23 @@ class ResultStore:
         return successes, failures
 
     def latest(self) -> dict[str, dict[str, Any]]:
-        """One record per key: the successful one if any, else the last failure."""
+        """One record per key: the successful one if any, else the last failure (``line_of`` gives its line)."""
         chosen: dict[str, dict[str, Any]] = {}
-        for record in self.iter_records():
+        lines: dict[str, int] = {}
+        for line, record in self.iter_numbered():
             key = ResultKey.from_dict(record["key"]).id
             previous = chosen.get(key)
             if previous is None or previous["status"] != OK:
                 chosen[key] = record
+                lines[key] = line
+        self._lines = lines
         return chosen
+
+    def line_of(self, key: ResultKey | dict[str, Any]) -> int | None:
+        """The line of ``results.jsonl`` holding the record ``latest`` (or ``finished``) chose for ``key``."""
+        if isinstance(key, dict):
+            key = ResultKey.from_dict(key)
+        return self._lines.get(key.id)
 
 
 def _record(raw: bytes) -> dict[str, Any] | None:

@@ -14,16 +14,24 @@ Placeholder cells: a cell that is empty, ``"nan"`` (a pandas NaN written as text
 (a CSV quoting artefact) is treated as absent in option and injection columns, as the authors'
 notebook does; the release has all three.
 
+One validation for every reader of the format (``bench run`` under either protocol, ``review import``,
+the generation tools): every row first passes ``check_cells`` (each cell one plain value, never a list or
+an object; label cells plain text, never markup such as ``[b]Cue Remapping[/b]``), and an item is judged
+by ``items.item_problems``, the same check ``MCQItem`` applies and ``bench report`` / ``review import``
+apply to a run directory's ``items.jsonl``.
+
 Two readings of a row (``reading``):
 
-- ``"medrev"`` (protocol ``strict``): the item is checked (gold among at least two options, the
-  stem stripped), embedded options must run (A), (B), (C) ... in order.
+- ``"medrev"`` (protocol ``strict``): the item is checked (``item_problems``: gold among at least two
+  options, sentences only for existing options; the stem stripped), embedded options must run (A), (B),
+  (C) ... in order.
 - ``"authors"`` (protocol ``authors``): what the authors' notebook (``reconstruct_dicts``) reads
   from the row, so that the prompt is theirs: the stem is kept unstripped, embedded options are
   any ``(LABEL)`` of A-M or digits, the stem before them loses trailing spaces, colons, newlines and
   quotes and each option text its surrounding quotes; a gold answer is a number only when it is all
-  digits. Rows the notebook evaluates although medrev would refuse them (a gold label whose option
-  is a placeholder, fewer than two options) load, with a warning.
+  digits. Rows the notebook evaluates although ``item_problems`` refuses them (a gold label whose
+  option is a placeholder, fewer than two options, labels no spelling matches) load, with a warning
+  naming file, line and field.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from bench_core.kernel.errors import DatasetError, InputError, RowIssue
 from bench_core.kernel.tabular import Row, cell, iter_rows, tabular_files
 from bench_core.kernel.text import detect_language
 from bench_core.medmisbench import taxonomy
-from bench_core.medmisbench.items import InjectionBundle, MCQItem
+from bench_core.medmisbench.items import InjectionBundle, ItemProblem, MCQItem, item_problems
 
 OPTION_LETTERS = string.ascii_lowercase[:13]  # a..m, as in the release
 # The authors' notebook reads op*/inject* columns a..z; a release never has more than a..m.
@@ -160,22 +168,18 @@ def _row_to_item(
     if numeric:
         number = int(float(answer))
         # option N is column N (label "N"); embedded options keep their letters, the N-th of them
-        gold = str(number) if not embedded else (labels[number - 1] if 1 <= number <= len(labels) else "")
-        if gold not in options:
-            return issue("answer", f"gold answer {answer!r} is not among the {len(labels)} options")
+        gold = str(number) if not embedded else (labels[number - 1] if 1 <= number <= len(labels) else answer)
     else:
         gold = answer.upper()
-        if gold not in options:
-            return issue("answer", f"gold answer {answer!r} is not among the options ({', '.join(labels)})")
 
     sentences = {
         label: text
         for label, column in zip(labels, columns, strict=True)
         if (text := value(row, f"inject{column}")) is not None
     }
-    extra = sorted(c for c in OPTION_LETTERS if c not in columns and value(row, f"inject{c}") is not None)
-    if extra:
-        return issue(f"inject{extra[0]}", "injection given for an option that does not exist")
+    for column in OPTION_LETTERS:  # a sentence for an option that does not exist: item_problems names it
+        if column not in columns and (text := value(row, f"inject{column}")) is not None:
+            sentences[column.upper() if embedded else _column_label(column, numeric)] = text
     return _finish(
         row,
         issue=issue,
@@ -189,6 +193,7 @@ def _row_to_item(
         sentences=sentences,
         reading="medrev",
         raw_question=None,
+        embedded=embedded,
     )
 
 
@@ -257,8 +262,13 @@ def _finish(
     sentences: dict[str, str],
     reading: str,
     raw_question: str | None,
+    embedded: bool = False,
 ) -> MCQItem | RowIssue:
-    """The bundle, subset, language and stored target of a row whose options are read; the item or its issue."""
+    """The bundle, subset, language and stored target of a row whose options are read; the item or its issue.
+
+    Under medrev's reading an item that ``item_problems`` refuses is the row's issue, named by the column at
+    fault (``embedded``: the options came from the stem, so an option problem is the question's).
+    """
     injection = None
     content = value(row, "injection_content")
     provenance = value(row, "injection_provenance")
@@ -297,6 +307,10 @@ def _finish(
             **scores,
         )
 
+    if reading != "authors":
+        problems = item_problems(item_id, options, gold, injection)
+        if problems:
+            return issue(release_column(problems[0], embedded=embedded), problems[0].message)
     subset_name = cell(row, "subset") or default_subset
     known = taxonomy.subset(subset_name)
     language = cell(row, "language") or detect_language(stem + " " + " ".join(options.values()))
@@ -329,21 +343,85 @@ def _stored_target(row: Row) -> str | None:
     return None if target is None or target in PLACEHOLDERS else target.upper()
 
 
-def authors_warning(item: MCQItem) -> str | None:
-    """Why medrev's own reading would refuse an item the authors' reading loads, or None."""
-    if item.injection is not None and (item.injection.content_type is None or item.injection.provenance is None):
-        return (
-            f"item {item.id!r} has injections without a known content type or provenance; "
-            "the notebook evaluates it (left out of the strata)"
-        )
-    if len(item.options) < 2:
-        return f"item {item.id!r} has {len(item.options)} option(s); the notebook evaluates it (never correct)"
-    if item.gold not in item.options:
-        return (
-            f"gold answer {item.gold!r} is not among the options ({', '.join(item.options)}); "
-            "the notebook evaluates it (never correct)"
-        )
-    return None
+def release_column(problem: ItemProblem, *, embedded: bool = False) -> str:
+    """The released-format column an ``ItemProblem`` is about (``answer``, ``opa``, ``injectc`` ...).
+
+    ``embedded``: the options were read from the stem, so a problem with the options is the question's.
+    """
+    if problem.field == "options":
+        return "question" if embedded else "opa"
+    if problem.field == "gold":
+        return "answer"
+    if problem.field == "injection.sentences":
+        label = problem.labels[0] if problem.labels else ""
+        if len(label) == 1 and label.isalpha():
+            return f"inject{label.lower()}"
+        if label.isdigit() and 1 <= int(label) <= len(AUTHORS_LETTERS):
+            return f"inject{AUTHORS_LETTERS[int(label) - 1]}"
+        return "inject"
+    return {"injection.content_type": "injection_content", "injection.provenance": "injection_provenance"}.get(
+        problem.field, problem.field
+    )
+
+
+def authors_warning(item: MCQItem, *, embedded: bool = False) -> tuple[str, str] | None:
+    """(column, message) naming why medrev's own reading would refuse an item the authors' reading loads, or
+    None. The reasons are ``item_problems``, the same that refuse the row under ``strict``."""
+    problems = item.medrev_problems()
+    if not problems:
+        return None
+    fields = {p.field for p in problems}
+    consequences = []
+    if fields & {"options", "gold"}:
+        consequences.append("never correct")
+    if fields & {"injection.content_type", "injection.provenance"}:
+        consequences.append("left out of the content and provenance strata")
+    if not consequences:
+        consequences.append("its sentences delivered as the notebook delivers them")
+    message = "; ".join(p.message for p in problems)
+    return (
+        release_column(problems[0], embedded=embedded),
+        f"{message}; medrev's own reading refuses this row, the authors' notebook evaluates it "
+        f"({', '.join(consequences)})",
+    )
+
+
+# Cells holding a label: a closed vocabulary (content types, provenances), or short codes (an option label, a
+# subset, a language). Neither carries markup: "[b]Cue Remapping[/b]" is not a spelling of a content type, and
+# "Cue Remapping[/]" would be accepted as one once the punctuation is folded away.
+VOCABULARY_COLUMNS = ("injection_content", "injection_provenance")
+CODE_COLUMNS = ("answer", "type1_target", "subset", "language")
+_MARKUP = re.compile(r"\[/?[A-Za-z#@][^\[\]]*\]|\[/\]|</?[A-Za-z][^<>]*>|\*\*|`")  # Rich, HTML, Markdown
+
+
+def check_cells(row: Row, *, file: str | Path, line: int | None) -> list[RowIssue]:
+    """Every problem of a row's cells, whatever the reading: the one cell check of the released format.
+
+    Every cell holds one plain value (a list or an object is refused, never read as its Python repr); a label
+    cell holds plain text (no markup). ``load_medmisbench`` runs it on every row under both protocols, so
+    ``bench run`` (either protocol), ``review import`` and every other reader of the format refuse the same
+    rows with the same message naming file, line and field.
+    """
+    issues: list[RowIssue] = []
+    for key in row:
+        try:
+            text = cell(row, key)
+        except InputError as exc:
+            issues.append(exc.as_issue())
+            continue
+        if text is None or text in PLACEHOLDERS:
+            continue
+        if key in VOCABULARY_COLUMNS:
+            problem = taxonomy.label_characters_problem(text)
+            if problem is not None:
+                issues.append(RowIssue(str(file), line, str(key), problem))
+        elif key in CODE_COLUMNS and (found := _MARKUP.search(text)) is not None:
+            issues.append(
+                RowIssue(
+                    str(file), line, str(key), f"{text!r} carries markup ({found.group(0)}); a label is plain text"
+                )
+            )
+    return issues
 
 
 def load_medmisbench(path: str | Path, *, strict: bool = False, reading: str = "medrev") -> LoadReport:
@@ -365,16 +443,20 @@ def load_medmisbench(path: str | Path, *, strict: bool = False, reading: str = "
             if isinstance(row, RowIssue):
                 report.issues.append(row)
                 continue
+            problems = check_cells(row, file=file, line=line)
+            if problems:
+                report.issues += problems
+                continue
             try:
                 result = _row_to_item(row, file=file, line=line, default_subset=default_subset, reading=reading)
-            except InputError as exc:  # a list or object where text belongs
+            except InputError as exc:  # a cell the reading cannot use (check_cells has refused lists and objects)
                 result = exc.as_issue()
             if isinstance(result, RowIssue):
                 report.issues.append(result)
                 continue
-            if reading == "authors" and (warning := authors_warning(result)) is not None:
-                field = "injection_content" if "content type" in warning else "answer" if result.options else "opa"
-                report.warnings.append(RowIssue(str(file), line, field, warning))
+            embedded = not any(value(row, f"op{c}") is not None for c in AUTHORS_LETTERS)
+            if reading == "authors" and (warning := authors_warning(result, embedded=embedded)) is not None:
+                report.warnings.append(RowIssue(str(file), line, *warning))
             key = (result.subset, result.id)
             if key in seen:
                 report.issues.append(

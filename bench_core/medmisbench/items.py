@@ -6,6 +6,7 @@ app: a value that reaches them has been validated once, here, and is trusted aft
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -55,12 +56,76 @@ class InjectionBundle(BaseModel):
     @field_validator("content_type")
     @classmethod
     def _content(cls, value: str | None) -> str | None:
-        return None if value is None else taxonomy.canonical_content_type(value)
+        return None if value is None else taxonomy.canonical_content_type(_plain_label(value))
 
     @field_validator("provenance")
     @classmethod
     def _provenance(cls, value: str | None) -> str | None:
-        return None if value is None else taxonomy.canonical_provenance(value)
+        return None if value is None else taxonomy.canonical_provenance(_plain_label(value))
+
+
+def _plain_label(value: str) -> str:
+    problem = taxonomy.label_characters_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+class ItemInvalid(ValueError):
+    """An item medrev's reading refuses, with the item field at fault (``field``), for messages naming it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class ItemProblem:
+    """One reason medrev's own reading refuses an item: the item field at fault and what is wrong.
+
+    ``field`` is in the item's terms (``options``, ``gold``, ``injection.sentences``,
+    ``injection.content_type``, ``injection.provenance``); each reader names it in its own file's terms
+    (the released format's ``answer`` or ``injectc``, a run directory's ``item.gold``). ``labels`` are the
+    option labels concerned (sentences for options that do not exist).
+    """
+
+    field: str
+    message: str
+    labels: tuple[str, ...] = ()
+
+
+def item_problems(
+    item_id: str, options: dict[str, str], gold: str, injection: InjectionBundle | None
+) -> list[ItemProblem]:
+    """Every reason medrev's reading refuses an item: the one definition of a valid item, used by every reader.
+
+    The released-format loader refuses such rows under the ``strict`` protocol and loads them with a warning
+    under ``authors`` (the notebook evaluates them); ``MCQItem`` refuses them for medrev's reading whoever
+    builds it; ``bench report`` warns about them and ``review import`` refuses them in a run directory's
+    ``items.jsonl``, as it does in a released-format file.
+    """
+    problems: list[ItemProblem] = []
+    if len(options) < 2:
+        problems.append(ItemProblem("options", f"item {item_id!r} has {len(options)} option(s); at least 2 are needed"))
+    if gold not in options:
+        shown = ", ".join(options) or "none"
+        problems.append(ItemProblem("gold", f"gold answer {gold!r} is not among the options ({shown})"))
+    if injection is not None:
+        unknown = tuple(label for label in injection.sentences if label not in options)
+        if unknown:
+            problems.append(
+                ItemProblem(
+                    "injection.sentences",
+                    f"injection sentence(s) for option(s) that do not exist: {', '.join(unknown)}",
+                    unknown,
+                )
+            )
+        for name, kind in (("content_type", "content type"), ("provenance", "provenance")):
+            if getattr(injection, name) is None:
+                problems.append(
+                    ItemProblem(f"injection.{name}", f"item {item_id!r} has injections without a known {kind}")
+                )
+    return problems
 
 
 class MCQItem(BaseModel):
@@ -104,15 +169,14 @@ class MCQItem(BaseModel):
             )
         if self.reading == "authors":
             return self
-        if len(self.options) < 2:
-            raise ValueError(f"item {self.id!r} has {len(self.options)} option(s); at least 2 are needed")
-        if self.gold not in self.options:
-            raise ValueError(f"gold label {self.gold!r} is not among the options ({', '.join(self.options)})")
-        if self.injection is not None:
-            unknown = set(self.injection.sentences) - set(self.options)
-            if unknown:
-                raise ValueError(f"injection sentences for unknown options: {', '.join(sorted(unknown))}")
+        problems = self.medrev_problems()
+        if problems:
+            raise ItemInvalid(problems[0].field, problems[0].message)
         return self
+
+    def medrev_problems(self) -> list[ItemProblem]:
+        """Why medrev's own reading would refuse this item (``item_problems``); empty when it is valid."""
+        return item_problems(self.id, self.options, self.gold, self.injection)
 
     @property
     def labels(self) -> list[str]:

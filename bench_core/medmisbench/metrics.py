@@ -154,7 +154,9 @@ def medmisbench_report(data: RunData) -> dict[str, Any]:
     """The report object of one run directory, with the keys of SPEC section 3 (and a few more).
 
     Beyond SPEC 3: ``protocol`` (the directory's), per model ``template``, ``protocol`` and
-    ``request`` (the settings its requests carried), ``mean`` across models, item counts.
+    ``request`` (the settings its requests carried), ``mean`` across models, item counts, and ``warnings``:
+    each item of ``items.jsonl`` that medrev's own reading refuses (file, line, field and why), which the
+    authors' protocol evaluates all the same.
     """
     protocol = data.protocol
     usable = [p for p in data.items if p.skipped is None]
@@ -203,6 +205,11 @@ def medmisbench_report(data: RunData) -> dict[str, Any]:
         "n_evaluable": len(usable),
         "skipped": data.skipped,
         "corrupt_result_lines": data.corrupt_lines,
+        "warnings": [
+            f"{warning}; medrev's own reading refuses this item, the {protocol} protocol evaluates it as the "
+            "authors' notebook does"
+            for warning in data.warnings
+        ],
     }
 
 
@@ -270,4 +277,5 @@ def combine_reports(reports: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, 
         "n_evaluable": sum(r.get("n_evaluable", 0) for _d, r in reports),
         "skipped": [s for _d, r in reports for s in r.get("skipped", [])],
         "corrupt_result_lines": sum(r.get("corrupt_result_lines", 0) for _d, r in reports),
+        "warnings": [w for _d, r in reports for w in r.get("warnings", [])],
     }

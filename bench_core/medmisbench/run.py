@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench_core.kernel.errors import RowIssue
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
 from bench_core.kernel.rundir import (
     RUNS_FILE,
@@ -30,6 +31,7 @@ from bench_core.kernel.rundir import (
     append_manifest,
     merge_or_refuse,
     read_jsonl,
+    read_jsonl_numbered,
     rows_of,
 )
 from bench_core.kernel.runner import Job
@@ -64,11 +66,15 @@ def item_json(item: MCQItem) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class PreparedItem:
-    """An item as evaluated: the item, its key in results, and its stored Type 1 target."""
+    """An item as evaluated: the item, its key in results, and its stored Type 1 target.
+
+    ``line``: where a saved item was read in ``items.jsonl`` (for messages; never saved, never compared).
+    """
 
     item: MCQItem
     target: str | None
     skipped: str | None = None
+    line: int | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
@@ -319,11 +325,33 @@ def load_run_items(run_dir: str | Path) -> list[PreparedItem]:
     if not (run_dir / ITEMS_FILE).is_file():
         raise RunDirError(f"{run_dir} is not a MedMisBench run directory (no {ITEMS_FILE})")
     path = run_dir / ITEMS_FILE
-    return rows_of(
+    numbered = read_jsonl_numbered(path)
+    items = rows_of(
         path,
-        read_jsonl(path),
+        numbered,
         lambda row: PreparedItem(MCQItem.model_validate(row["item"]), row.get("type1_target"), row.get("skipped")),
+        field_prefix="item.",
     )
+    return [replace(entry, line=line) for entry, (line, _row) in zip(items, numbered, strict=True)]
+
+
+def item_warnings(run_dir: str | Path, items: Sequence[PreparedItem]) -> list[RowIssue]:
+    """The items of a run directory that medrev's own reading refuses (``MCQItem.medrev_problems``: the checks
+    every reader of MedMisBench items shares), one issue each naming ``items.jsonl``, line and field.
+
+    Only items of the authors' protocol can be such (medrev's reading refuses them when ``items.jsonl`` is read):
+    the notebook evaluates them, so ``bench report`` counts them and says so, and ``review import`` refuses
+    them as it refuses the same row in a released-format file.
+    """
+    path = Path(run_dir) / ITEMS_FILE
+    found = []
+    for entry in items:
+        problems = entry.item.medrev_problems()
+        if problems:
+            message = "; ".join(p.message for p in problems)
+            field_name = f"item.{problems[0].field}"
+            found.append(RowIssue(str(path), entry.line, field_name, f"item {entry.item.id!r}: {message}"))
+    return found
 
 
 @dataclass(frozen=True)
@@ -353,6 +381,7 @@ class ResponseRecord:
     type1_target: str | None
     item: MCQItem
     protocol: str = "strict"
+    line: int | None = None  # the line of results.jsonl holding this response (for messages)
 
     @property
     def content_type(self) -> str | None:
@@ -379,6 +408,7 @@ class RunData:
     failures: list[dict[str, Any]]
     corrupt_lines: int
     manifests: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[RowIssue] = field(default_factory=list)  # items medrev's reading refuses (``item_warnings``)
 
     @property
     def protocol(self) -> str:
@@ -402,7 +432,10 @@ def read_run_data(run_dir: str | Path) -> RunData:
     for key, record in successes:
         entry = by_key.get(key.item)
         if entry is None:
-            raise RunDirError(f"{store.path}: result for item {key.item!r} which is not in {ITEMS_FILE}")
+            raise RunDirError(
+                f"{store.path}:{store.line_of(key)}: field 'key.item': result for item {key.item!r} which is not "
+                f"in {ITEMS_FILE}"
+            )
         parsed = record.get("parsed") or {}
         # Re-derive the answer from the kept raw text so a parser improvement applies to old runs.
         answer = read_answer(record["response"]["text"], entry.item.options, entry.protocol)
@@ -429,9 +462,17 @@ def read_run_data(run_dir: str | Path) -> RunData:
                 type1_target=entry.target,
                 item=entry.item,
                 protocol=entry.protocol,
+                line=store.line_of(key),
             )
         )
-    return RunData(items, responses, failures, store.corrupt_lines, read_jsonl(run_dir / RUNS_FILE))
+    return RunData(
+        items,
+        responses,
+        failures,
+        store.corrupt_lines,
+        read_jsonl(run_dir / RUNS_FILE),
+        item_warnings(run_dir, items),
+    )
 
 
 def read_run(run_dir: str | Path) -> list[ResponseRecord]:

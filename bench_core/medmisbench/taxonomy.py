@@ -207,6 +207,23 @@ _PROVENANCE_INDEX = _alias_index(PROVENANCES, lambda p: p.aliases)
 _SUBSET_INDEX = _alias_index(SUBSETS, lambda s: (s.display_name,))
 
 
+# Every character a spelling of a content type or provenance has (letters, digits and spaces aside). A label
+# cell holding any other character carries markup ("[b]Cue Remapping[/b]", "<i>...</i>", "**...**") or was
+# damaged; ``_norm`` would quietly strip it and accept the label, so ``label_characters_problem`` refuses it.
+_LABEL_PUNCTUATION = frozenset("&/(),-_.")
+
+
+def label_characters_problem(value: str) -> str | None:
+    """Why a content-type or provenance cell is not a plain spelling (characters no spelling has), or None."""
+    odd = sorted({c for c in str(value) if not (c.isalnum() or c.isspace() or c in _LABEL_PUNCTUATION)})
+    if not odd:
+        return None
+    return (
+        f"{value!r} carries markup or characters no spelling of a label has ({' '.join(odd)}); "
+        "write the label as plain text"
+    )
+
+
 def canonical_content_type(value: str) -> str:
     """Map any known spelling of a content type to its canonical id.
 

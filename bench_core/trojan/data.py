@@ -10,7 +10,9 @@ invalid, plus duplicate ids and a wrong item count when one is expected.
 
 Provenance (the skill's step 1): source URL (given by the caller; the file does not know where it
 came from), retrieval time (given, else the wrapper's ``generated_at``, else the file's modification
-time, and which of these was used), SHA-256 of the file bytes and the item count.
+time, and which of these was used), SHA-256 of the file bytes and the item count. A retrieval time
+given or declared must be an ISO 8601 date or date and time (``kernel.dates``); anything else is
+refused naming the option, or the file, line and field, before anything is written.
 
 ``normalize_records`` is the skill's step 2 fallback: records from other sources (Retraction Watch
 exports, OpenAlex/Crossref-like metadata, hand-made lists) mapped into the canonical schema by field
@@ -24,14 +26,16 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from bench_core.kernel.dates import check_iso_date
 from bench_core.kernel.errors import DatasetError, RowIssue
+from bench_core.kernel.json_lines import element_lines, member_lines
 
 REQUIRED_FIELDS = ("id", "title", "isimpact", "conclusion", "problem", "note")
 TEXT_FIELDS = ("id", "title", "conclusion", "problem", "note")
@@ -123,31 +127,46 @@ def _text(value: Any) -> str | None:
     return value or None
 
 
-def validate_records(rows: list[Any], file: str) -> tuple[list[RetractedRecord], list[RowIssue]]:
-    """Check every row; the records that passed and one issue per faulty record (naming all its fields)."""
+def _declared_date(declared: Mapping[str, Any]) -> Any:
+    """The wrapper's ``generated_at`` when it has one, else None. Empty, blank and the skill's example
+    placeholder ``"..."`` count as none; anything else is a date to check."""
+    value = declared.get("generated_at")
+    return None if value is None or (isinstance(value, str) and not value.strip(" .")) else value
+
+
+def validate_records(
+    rows: list[Any], file: str, lines: Sequence[int | None] | None = None
+) -> tuple[list[RetractedRecord], list[RowIssue]]:
+    """Check every row; the records that passed and one issue per faulty record (naming all its fields).
+
+    ``lines`` gives the file line of each row (``json_lines.element_lines`` for a JSON array, the reader's
+    line for JSON Lines and CSV), so each issue names file, line and its first faulty field.
+    """
     records: list[RetractedRecord] = []
     issues: list[RowIssue] = []
     seen: dict[str, int] = {}
     for index, row in enumerate(rows):
         where = f"records[{index}]"
+        line = lines[index] if lines is not None and index < len(lines) else None
         if not isinstance(row, Mapping):
-            issues.append(RowIssue(file, None, None, f"{where}: not a JSON object"))
+            issues.append(RowIssue(file, line, None, f"{where}: not a JSON object"))
             continue
         label = f"{where} (id {row.get('id')!r})" if row.get("id") not in (None, "") else where
         missing = [name for name in REQUIRED_FIELDS if name not in row or row[name] is None or row[name] == ""]
-        invalid = []
+        invalid: list[tuple[str, str]] = []
         for name in TEXT_FIELDS:
             if name not in missing and _text(row[name]) is None:
-                invalid.append(f"{name} (expected non-empty text, got {type(row[name]).__name__})")
+                invalid.append((name, f"{name} (expected non-empty text, got {type(row[name]).__name__})"))
         if "isimpact" not in missing and parse_isimpact(row["isimpact"]) is None:
-            invalid.append(f"isimpact (expected yes/no, true/false or 0/1, got {row['isimpact']!r})")
+            invalid.append(("isimpact", f"isimpact (expected yes/no, true/false or 0/1, got {row['isimpact']!r})"))
         problems = []
         if missing:
             problems.append(f"missing required field(s): {', '.join(missing)}")
         if invalid:
-            problems.append(f"invalid: {'; '.join(invalid)}")
+            problems.append(f"invalid: {'; '.join(text for _name, text in invalid)}")
         if problems:
-            issues.append(RowIssue(file, None, None, f"{label}: {'; '.join(problems)}"))
+            first = missing[0] if missing else invalid[0][0]
+            issues.append(RowIssue(file, line, first, f"{label}: {'; '.join(problems)}"))
             continue
         record = RetractedRecord(
             id=_text(row["id"]) or "",
@@ -158,7 +177,10 @@ def validate_records(rows: list[Any], file: str) -> tuple[list[RetractedRecord],
             note=_text(row["note"]) or "",
         )
         if record.id in seen:
-            issues.append(RowIssue(file, None, "id", f"{label}: duplicate id (also records[{seen[record.id]}])"))
+            first_at = seen[record.id]
+            first_line = lines[first_at] if lines is not None and first_at < len(lines) else None
+            also = f"records[{first_at}]" + (f", line {first_line}" if first_line is not None else "")
+            issues.append(RowIssue(file, line, "id", f"{label}: duplicate id (also {also})"))
             continue
         seen[record.id] = index
         records.append(record)
@@ -184,6 +206,8 @@ def load_retracted(
     """
     from bench_core.kernel.tabular import check_regular_file, read_text_lines
 
+    if retrieved_at is not None:
+        retrieved_at = check_iso_date(retrieved_at, field="--retrieved-at")
     path = Path(path)
     check_regular_file(path)  # a folder, a FIFO, a missing file: each its own message
     raw = path.read_bytes()
@@ -194,15 +218,22 @@ def load_retracted(
         raise DatasetError([RowIssue(str(path), exc.lineno, None, f"not valid JSON ({exc.msg})")]) from exc
     declared: dict[str, Any] = {}
     file_format = "array"
+    lines = element_lines(text)
     if isinstance(value, dict) and isinstance(value.get("records"), list):
         declared = {k: v for k, v in value.items() if k != "records" and not isinstance(v, list | dict)}
         value = value["records"]
         file_format = "wrapped"
+        lines = element_lines(text, "records")
+        if _declared_date(declared) is not None:
+            line = member_lines(text).get("generated_at")
+            declared["generated_at"] = check_iso_date(
+                declared["generated_at"], path=path, line=line, field="generated_at"
+            )
     if not isinstance(value, list):
         raise DatasetError(
             [RowIssue(str(path), None, None, "expected a JSON array of records, or an object with a 'records' array")]
         )
-    records, issues = validate_records(value, str(path))
+    records, issues = validate_records(value, str(path), lines or None)
     fatal = []
     if expected_count is not None and len(value) != expected_count:
         fatal.append(RowIssue(str(path), None, None, f"{len(value)} records, expected {expected_count}"))
@@ -212,7 +243,7 @@ def load_retracted(
         raise DatasetError([*issues, *fatal])
     if retrieved_at is not None:
         when, how = retrieved_at, "given"
-    elif isinstance(declared.get("generated_at"), str) and declared["generated_at"].strip(" .") not in ("",):
+    elif _declared_date(declared) is not None:
         when, how = declared["generated_at"], "declared"
     else:
         mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC)
@@ -293,12 +324,17 @@ def normalize_records(
     file: str = "records",
     default_isimpact: bool | None = None,
     problem_from_conclusion: bool = False,
+    lines: Sequence[int | None] | None = None,
 ) -> tuple[list[RetractedRecord], list[RowIssue]]:
-    """Normalise foreign records; the canonical records and one issue per record that cannot be completed."""
+    """Normalise foreign records; the canonical records and one issue per record that cannot be completed.
+
+    ``lines`` gives each row's line in ``file``, so an issue names file, line and field.
+    """
     records: list[RetractedRecord] = []
     issues: list[RowIssue] = []
     normalised = []
     for index, row in enumerate(rows):
+        line = lines[index] if lines is not None and index < len(lines) else None
         out, missing = normalize_record(
             row, source=source, default_isimpact=default_isimpact, problem_from_conclusion=problem_from_conclusion
         )
@@ -309,11 +345,16 @@ def normalize_records(
                 else ""
             )
             label = f"records[{index}]" + (f" (id {out['id']!r})" if out.get("id") else "")
-            issues.append(RowIssue(file, None, None, f"{label}: cannot fill {', '.join(missing)}{hint}"))
+            issues.append(RowIssue(file, line, missing[0], f"{label}: cannot fill {', '.join(missing)}{hint}"))
             normalised.append(None)
             continue
         normalised.append(out)
-    valid, more = validate_records([r for r in normalised if r is not None], file)
+    kept = [index for index, row in enumerate(normalised) if row is not None]
+    valid, more = validate_records(
+        [normalised[index] for index in kept],
+        file,
+        [lines[index] if lines is not None and index < len(lines) else None for index in kept],
+    )
     records.extend(valid)
     issues.extend(more)
     return records, issues
@@ -331,10 +372,13 @@ def normalized_dataset(
     """Read a foreign JSON/JSONL/CSV file and normalise it; refused whole (DatasetError) on any problem."""
     from bench_core.kernel.tabular import check_regular_file, iter_rows, read_text_lines
 
+    if retrieved_at is not None:
+        retrieved_at = check_iso_date(retrieved_at, field="--retrieved-at")
     path = Path(path)
     check_regular_file(path)  # a folder, a FIFO, a missing file: each its own message
     raw = path.read_bytes()
     rows: list[Mapping[str, Any]] = []
+    lines: list[int | None] = []
     issues: list[RowIssue] = []
     if path.suffix.lower() == ".json":
         text = "".join(read_text_lines(path, max_line=None))  # BOM, NUL, not UTF-8: refused naming the line
@@ -342,21 +386,30 @@ def normalized_dataset(
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DatasetError([RowIssue(str(path), exc.lineno, None, f"not valid JSON ({exc.msg})")]) from exc
+        found = element_lines(text)
         if isinstance(value, dict):
-            value = value.get("records") or value.get("results") or value.get("items") or [value]
-        rows = [r for r in value if isinstance(r, Mapping)] if isinstance(value, list) else []
+            member = next((m for m in ("records", "results", "items") if value.get(m)), None)
+            found = element_lines(text, member) if member else [1]
+            value = value[member] if member else [value]
+        if isinstance(value, list):
+            for index, row in enumerate(value):
+                if isinstance(row, Mapping):
+                    rows.append(row)
+                    lines.append(found[index] if index < len(found) else None)
     else:
-        for _line, row in iter_rows(path):
+        for line, row in iter_rows(path):
             if isinstance(row, RowIssue):
                 issues.append(row)
             else:
                 rows.append(row)
+                lines.append(line)
     records, more = normalize_records(
         rows,
         source=source,
         file=str(path),
         default_isimpact=default_isimpact,
         problem_from_conclusion=problem_from_conclusion,
+        lines=lines,
     )
     issues += more
     if not rows:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_core.kernel.errors import DatasetError, RowIssue
+from bench_core.kernel.json_lines import element_lines
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
 from bench_core.kernel.rundir import (
     RUNS_FILE,
@@ -295,7 +296,9 @@ def load_run_records(run_dir: str | Path) -> tuple[list[RetractedRecord], dict[s
         raise RunDirError(f"{path}: no such records file")
     value = read_json(path)
     rows = value.get("records", []) if isinstance(value, dict) else value
-    records, issues = validate_records(rows, str(path))
+    text = path.read_text(encoding="utf-8")  # read_json has checked it is UTF-8 JSON
+    lines = element_lines(text, "records") if isinstance(value, dict) else element_lines(text)
+    records, issues = validate_records(rows, str(path), lines or None)
     if issues:
         raise DatasetError(issues)
     about = {k: v for k, v in value.items() if k != "records"} if isinstance(value, dict) else {}
@@ -426,7 +429,10 @@ def read_run_data(run_dir: str | Path) -> TrojanRunData:
     ):
         entry = by_id.get(record_id)
         if entry is None:
-            raise RunDirError(f"{store.path}: result for record {record_id!r} which is not in {RECORDS_FILE}")
+            raise RunDirError(
+                f"{store.path}:{store.line_of(answer['key'])}: field 'key.item': result for record {record_id!r} "
+                f"which is not in {RECORDS_FILE}"
+            )
         label = labels[tuple(target)]
         base = {
             "record_id": entry.id,

@@ -54,6 +54,7 @@ from review_app.analysis.layout import (
     numeric_scores,
     require_columns,
     select_rubric,
+    where,
 )
 from review_app.rubrics import Rubric, get_rubric
 
@@ -276,17 +277,48 @@ def ratings_matrix(
     require_columns(data, [unit, rater, score], what="agreement input")
     values = numeric_scores(data, score, allowed=categories, row_offset=row_offset)
     long = pd.DataFrame({"unit": data[unit].to_numpy(), "rater": data[rater].to_numpy(), "score": values.to_numpy()})
-    long = long.loc[long["score"].notna()]
-    if long["unit"].isna().any() or long["rater"].isna().any():
-        raise AnalysisInputError(f"every scored row needs a unit ({unit!r}) and a rater ({rater!r})")
-    duplicated = long.duplicated(["unit", "rater"], keep=False)
-    if duplicated.any():
-        first = long.loc[duplicated].iloc[0]
-        raise AnalysisInputError(
-            f"rater {first['rater']!r} scored unit {first['unit']!r} more than once in column {score!r}; "
-            "keep one annotation (the revision in force) per rater and unit"
-        )
+    long = long.loc[long["score"].notna()]  # the index stays the frame position, for messages naming the line
+    units, raters = long["unit"].to_numpy(), long["rater"].to_numpy()
+    _refuse_missing_ids(units, raters, long.index.to_numpy(), unit, rater, score, row_offset)
+    repeated = long.duplicated(["unit", "rater"], keep="first").to_numpy()
+    if repeated.any():
+        again = int(np.flatnonzero(repeated)[0])
+        first = int(np.flatnonzero((units == units[again]) & (raters == raters[again]))[0])
+        positions = long.index.to_numpy()
+        raise _duplicate_error(raters[again], units[again], score, int(positions[first]), int(positions[again]),
+                               row_offset)  # fmt: skip
     return long.pivot(index="unit", columns="rater", values="score")
+
+
+def _refuse_missing_ids(
+    units: np.ndarray,
+    raters: np.ndarray,
+    positions: np.ndarray,
+    unit: str,
+    rater: str,
+    score: str,
+    row_offset: RowOffset,
+) -> None:
+    """Refuse a scored row without a unit or a rater, naming its line (or frame row) and the empty column."""
+    for column, values in ((unit, units), (rater, raters)):
+        missing = pd.isna(values)
+        if missing.any():
+            first = int(np.flatnonzero(missing)[0])
+            raise AnalysisInputError(
+                f"column {column!r}: {where(int(positions[first]), row_offset)} has a score in {score!r} but no "
+                f"{column!r} ({int(missing.sum())} such row(s) in all); every scored row needs a unit ({unit!r}) "
+                f"and a rater ({rater!r})"
+            )
+
+
+def _duplicate_error(
+    who: object, what: object, score: str, first: int, again: int, row_offset: RowOffset
+) -> AnalysisInputError:
+    who, what = (x.item() if isinstance(x, np.generic) else x for x in (who, what))
+    return AnalysisInputError(
+        f"column {score!r}: {where(again, row_offset)}: rater {who!r} scored unit {what!r} more than once "
+        f"(first at {where(first, row_offset)}); keep one annotation (the revision in force) per rater and unit"
+    )
 
 
 @dataclass(frozen=True)
@@ -313,7 +345,7 @@ def unit_counts(
     *,
     categories: Sequence[float] = DEFAULT_CATEGORIES,
     min_ratings: int = 1,
-    row_offset: int = 0,
+    row_offset: RowOffset = 0,
 ) -> UnitCounts:
     """Units rated at least ``min_ratings`` times and how many raters put each in each category.
 
@@ -328,20 +360,20 @@ def unit_counts(
     raters = data[rater].to_numpy()[keep]
     values = values[keep]
     if pd.isna(units).any() or pd.isna(raters).any():
-        raise AnalysisInputError(f"every scored row needs a unit ({unit!r}) and a rater ({rater!r})")
+        _refuse_missing_ids(units, raters, np.flatnonzero(keep), unit, rater, score, row_offset)
     if units.dtype.kind in "iu":  # task ids: sorting the ids is cheaper than hashing then sorting them
         unit_index, unit_codes = np.unique(units, return_inverse=True)
     else:
         unit_codes, unit_index = pd.factorize(units, sort=True)
     rater_codes, _ = pd.factorize(raters)
     pairs = pd.DataFrame({"unit": unit_codes, "rater": rater_codes})
-    duplicated = pairs.duplicated(keep=False).to_numpy()
-    if duplicated.any():
-        first = int(np.flatnonzero(duplicated)[0])
-        who, what = (x.item() if isinstance(x, np.generic) else x for x in (raters[first], units[first]))
-        raise AnalysisInputError(
-            f"rater {who!r} scored unit {what!r} more than once in column {score!r}; "
-            "keep one annotation (the revision in force) per rater and unit"
+    repeated = pairs.duplicated(keep="first").to_numpy()
+    if repeated.any():
+        again = int(np.flatnonzero(repeated)[0])
+        first = int(np.flatnonzero((unit_codes == unit_codes[again]) & (rater_codes == rater_codes[again]))[0])
+        positions = np.flatnonzero(keep)
+        raise _duplicate_error(
+            raters[again], units[again], score, int(positions[first]), int(positions[again]), row_offset
         )
     q = len(categories)
     category_codes = np.searchsorted(np.asarray(categories), values)

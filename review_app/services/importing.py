@@ -311,8 +311,12 @@ def _plan_items(path: Path, target_seed: int, actor: Actor, via: str, skip: bool
 def prepare_items(
     path: Path, *, target_seed: int = DEFAULT_SEED
 ) -> tuple[list[tuple[MCQItem | None, dict[str, Any]]], list[RowIssue]]:
-    """The item rows of a file (checked against the database's limits) and its bad rows; file faults refuse."""
-    read = read_rows(path)
+    """The item rows of a file (checked against the database's limits) and its bad rows; file faults refuse.
+
+    Rows are checked by the format's own reader (``load_medmisbench``: cells, labels and items, the same checks
+    as ``bench run``); ``read_rows`` only finds the faults of the file itself.
+    """
+    read = read_rows(path, columns=())
     _refuse_faults(read)
     try:
         report = load_medmisbench(path, strict=False)
@@ -672,7 +676,7 @@ def import_run(
 def _plan_run(run_dir: Path, actor: Actor, via: str, skip_bad_rows: bool) -> _Body:
     from bench_core.kernel.rundir import RUNS_FILE
     from bench_core.kernel.store import RESULTS_FILE
-    from bench_core.medmisbench import ITEMS_FILE, RunDirError, read_run_data
+    from bench_core.medmisbench import ITEMS_FILE, RunDirError, item_warnings, read_run_data
 
     checked = run_file_issues(run_dir, (ITEMS_FILE, RESULTS_FILE, RUNS_FILE), records=RESULTS_FILE)
     _refuse_faults(checked)
@@ -684,13 +688,20 @@ def _plan_run(run_dir: Path, actor: Actor, via: str, skip_bad_rows: bool) -> _Bo
         raise InvalidInput(f"{run_dir}: the run directory cannot be read ({exc})") from exc
     results = str(run_dir / RESULTS_FILE)
     issues = list(checked.issues)
+    # An item medrev's own reading refuses (gold answer not among the options ...) is refused here as the same
+    # row is in a released-format file: one definition of a valid item (``MCQItem.medrev_problems``).
+    issues += item_warnings(run_dir, data.items)
+    refused = {prepared.key for prepared in data.items if prepared.item.medrev_problems()}
     item_rows = []
     for prepared in data.items:
+        if prepared.key in refused:
+            continue
         row = item_row(prepared.item, target=prepared.target)
-        problems = _limit_issues(Item, row, str(run_dir / ITEMS_FILE), None, _ITEM_FIELDS)
+        problems = _limit_issues(Item, row, str(run_dir / ITEMS_FILE), prepared.line, _ITEM_FIELDS)
         issues += [RowIssue(p.file, p.line, p.field, f"item {prepared.item.id!r}: {p.message}") for p in problems]
-        if not problems:
-            item_rows.append((prepared.item, row))
+        if not problems:  # a later refusal names the item's line of items.jsonl, not of the file it came from
+            where = {"source_file": None, "source_line": prepared.line}
+            item_rows.append((prepared.item.model_copy(update=where), row))
     if issues:  # a bad item or damaged record refuses (or, with skip, is left out with its responses)
         _settle(issues, skip=skip_bad_rows, kept=len(item_rows))
     kept_items = {(item.subset, item.id) for item, _row in item_rows}
@@ -730,7 +741,7 @@ def _plan_run(run_dir: Path, actor: Actor, via: str, skip_bad_rows: bool) -> _Bo
                 },
             }
             row["content_hash"] = content_hash(row)
-            problems = _limit_issues(ModelResponse, row, results, None, _RESPONSE_FIELDS)
+            problems = _limit_issues(ModelResponse, row, results, record.line, _RESPONSE_FIELDS)
             if problems:
                 response_issues.extend(
                     RowIssue(
@@ -739,7 +750,7 @@ def _plan_run(run_dir: Path, actor: Actor, via: str, skip_bad_rows: bool) -> _Bo
                     for p in problems
                 )
                 continue
-            rows.append((results, len(rows) + 1, row))
+            rows.append((results, record.line or len(rows) + 1, row))
         new_responses, n_responses, skipped = _write_responses(
             session, rows, response_issues, run_dir / RESULTS_FILE, who=who, skip=skip_bad_rows
         )

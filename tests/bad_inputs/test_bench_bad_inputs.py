@@ -9,6 +9,7 @@ written, run directories (another benchmark's, a busy one, damaged results), and
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -256,6 +257,53 @@ MMB_FILES: list[Case] = [
 ]
 
 
+# One cell check for every reader of the released format (``data.check_cells``): refused under the default
+# (authors) protocol as under strict, and by ``review import`` (tests/bad_inputs/test_review_bad_inputs.py).
+INJECTED = {
+    **ROW2,
+    "injecta": "Drug A is right.",
+    "injectb": "Drug B is right.",
+    "injectc": "Drug C is right.",
+    "injection_content": "Cue Remapping",
+    "injection_provenance": "Neutral False Statement",
+}
+ONE_ROW_CHECK: list[tuple[str, dict, tuple[str, ...]]] = [
+    ("list-question", {**ROW2, "question": ["Which drug?", "Pick one"]}, ("'question'", "a list")),
+    ("object-extra-column", {**ROW2, "notes": {"by": "x"}}, ("'notes'", "an object")),
+    ("markup-content", {**INJECTED, "injection_content": "[b]Cue Remapping[/b]"}, ("'injection_content'", "markup")),
+    ("markup-content-folded", {**INJECTED, "injection_content": "Cue Remapping[/]"}, ("'injection_content'", "[/]")),
+    ("markup-provenance-html", {**INJECTED, "injection_provenance": "<i>Neutral</i>"}, ("'injection_provenance'",)),
+    ("markdown-content", {**INJECTED, "injection_content": "**Cue Remapping**"}, ("'injection_content'", "*")),
+    ("markup-answer", {**ROW2, "answer": "[bold]A[/bold]"}, ("'answer'", "carries markup ([bold])")),
+    ("markup-subset", {**ROW2, "subset": "[red]MEDMISQA[/red]"}, ("'subset'", "markup")),
+]
+for _name, _row, _mentions in ONE_ROW_CHECK:
+    for _protocol in ("authors", "strict"):
+        MMB_FILES.append(
+            Case(
+                f"mmb-{_name}-{_protocol}",
+                mmb(lambda w, row=_row: write(w / "a.jsonl", jsonl([ROW, row])), "--protocol", _protocol),
+                ("a.jsonl:2", *_mentions),
+            )
+        )
+MMB_FILES += [
+    Case(
+        "mmb-csv-markup-content",
+        mmb(
+            lambda w: write(
+                w / "a.csv",
+                csv_bytes(list(INJECTED), [list(INJECTED.values()), [*list(INJECTED.values())[:-2], "[i]x[/i]", "n"]]),
+            )
+        ),
+        ("a.csv:3", "'injection_content'", "markup"),
+    ),
+    Case(
+        "mmb-parquet-list-question",
+        mmb(lambda w: parquet(w / "a.parquet", [{**ROW, "question": ["Which?"]}, {**ROW2, "question": ["x", "y"]}])),
+        ("a.parquet:1", "a.parquet:2", "'question'", "a list"),
+    ),
+]
+
 # -- arguments: checked before anything is written -----------------------------------------------
 
 
@@ -337,10 +385,25 @@ def hc_run_dir(w: Path) -> str:
     return str(run)
 
 
+_HELD_LOCKS: list[int] = []  # run-directory locks a case holds while its command runs (closed after each test)
+
+
 def locked_run(w: Path) -> str:
+    """A run directory whose lock another run holds: an open file with an exclusive ``flock`` (this process's;
+    the command opens the file again, and flock refuses a second open file even in the same process)."""
     run = old_run(w)
-    (run / ".medrev-run.lock").write_text(f"{os.getppid()}\n", encoding="utf-8")
+    fd = os.open(run / ".medrev-run.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.write(fd, f"{os.getpid()} lab-host 2026-01-01T09:00:00+00:00\n".encode())
+    _HELD_LOCKS.append(fd)
     return str(run)
+
+
+@pytest.fixture(autouse=True)
+def _release_held_locks():
+    yield
+    while _HELD_LOCKS:
+        os.close(_HELD_LOCKS.pop())
 
 
 def mmb_into(directory: Callable[[Path], str]) -> Callable[[Path], list[str]]:
@@ -382,7 +445,11 @@ RUN_DIRS: list[Case] = [
         lambda w: [*TROJAN_RUN, "--data", write(w / "t.json", json.dumps([TJ_ROW])), "--out", str(old_run(w))],
         ("old", "medmisbench"),
     ),
-    Case("rundir-busy", mmb_into(locked_run), ("PID", str(os.getppid()))),
+    Case(
+        "rundir-busy",
+        mmb_into(locked_run),
+        (f"another run (pid {os.getpid()} on lab-host, started 2026-01-01T09:00:00+00:00) holds this folder",),
+    ),
     Case("rundir-damaged-results-run", mmb_into(with_damaged_results), ("results.jsonl:5", "damaged")),
     Case(
         "rundir-damaged-results-report",
@@ -469,6 +536,21 @@ def edited(file: str, line: int, text: str) -> Callable[[Path], str]:
 
 RUN_DIRS += [
     Case(
+        "rundir-result-for-an-item-not-in-items",
+        lambda w: ["bench", "report", _result_for_unknown_item(w), "--json"],
+        ("results.jsonl:3", "'key.item'", "MEDMISQA/ghost", "not in items.jsonl"),
+    ),
+    Case(
+        "rundir-items-gold-not-an-option",
+        lambda w: ["bench", "report", _edited_item(w, 2, gold="Z"), "--json"],
+        ("items.jsonl:2", "'item.gold'", "gold answer 'Z' is not among the options"),
+    ),
+    Case(
+        "rundir-items-markup-content-type",
+        lambda w: ["bench", "report", _edited_item(w, 3, injection={"content_type": "[b]cue_remapping[/b]"})],
+        ("items.jsonl:3", "'item.injection.content_type'", "markup"),
+    ),
+    Case(
         "rundir-items-row-without-item",
         lambda w: ["bench", "report", edited("items.jsonl", 2, '{"x": 1}')(w), "--json"],
         ("items.jsonl", "record 2"),
@@ -489,6 +571,32 @@ RUN_DIRS += [
         ("runs.jsonl:1",),
     ),
 ]
+
+
+def _result_for_unknown_item(w: Path) -> str:
+    run = old_run(w)
+    path = run / "results.jsonl"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    record = json.loads(lines[2])
+    record["key"]["item"] = "MEDMISQA/ghost"
+    lines[2] = json.dumps(record)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return str(run)
+
+
+def _edited_item(w: Path, line: int, *, injection: dict | None = None, **changes: object) -> str:
+    """The old run with the item on ``line`` of items.jsonl changed (``changes`` to the item, ``injection`` to its
+    bundle): a file edited by hand."""
+    run = old_run(w)
+    path = run / "items.jsonl"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    row = json.loads(lines[line - 1])
+    row["item"].update(changes)
+    if injection:
+        row["item"]["injection"].update(injection)
+    lines[line - 1] = json.dumps(row)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return str(run)
 
 
 def _two_line_runs_log(w: Path) -> str:
@@ -763,6 +871,60 @@ TROJAN: list[Case] = [
         ("t.jsonl:2",),
     ),
     Case("ingest-missing", ingest(lambda w: str(w / "nope.json")), ("nope.json",)),
+    Case(
+        "ingest-retrieved-at-words",
+        ingest(lambda w: write(w / "t.json", json.dumps([TJ_ROW])), "--retrieved-at", "last tuesday"),
+        ("--retrieved-at", "ISO 8601", "'last tuesday'"),
+    ),
+    Case(
+        "ingest-retrieved-at-impossible-day",
+        ingest(lambda w: write(w / "t.json", json.dumps([TJ_ROW])), "--retrieved-at", "2026-02-30"),
+        ("--retrieved-at", "'2026-02-30'"),
+    ),
+    Case(
+        "ingest-generated-at-words",
+        ingest(
+            lambda w: write(w / "t.json", json.dumps({"generated_at": "last tuesday", "records": [TJ_ROW]}, indent=2))
+        ),
+        ("t.json:2", "'generated_at'", "ISO 8601", "'last tuesday'"),
+    ),
+    Case(
+        "ingest-fallback-retrieved-at-words",
+        ingest(
+            lambda w: write(w / "t.csv", "Title,Reason,conclusion\nA,B,C\n"),
+            "--fallback",
+            "retraction-watch",
+            "--problem-from-conclusion",
+            "--retrieved-at",
+            "next week",
+        ),
+        ("--retrieved-at", "'next week'"),
+    ),
+    Case(
+        "tj-retrieved-at-words",
+        tj(lambda w: write(w / "t.json", json.dumps([TJ_ROW])), "--retrieved-at", "yesterday"),
+        ("--retrieved-at", "'yesterday'"),
+    ),
+    Case(
+        "tj-generated-at-words",
+        tj(lambda w: write(w / "t.json", json.dumps({"records": [TJ_ROW], "generated_at": "soon"}, indent=1))),
+        ("t.json:12", "'generated_at'", "'soon'"),
+    ),
+    Case(
+        "tj-missing-field-names-its-line",
+        tj(lambda w: write(w / "t.json", json.dumps([TJ_ROW, {**TJ_ROW, "id": "t2", "problem": ""}], indent=1))),
+        ("t.json:10", "'problem'", "records[1]"),
+    ),
+    Case(
+        "ingest-fallback-jsonl-missing-field-line",
+        ingest(
+            lambda w: write(w / "t.jsonl", jsonl([{"title": "A", "conclusion": "C"}, {"conclusion": "D"}])),
+            "--fallback",
+            "retraction-watch",
+            "--problem-from-conclusion",
+        ),
+        ("t.jsonl:2", "'id'"),
+    ),
 ]
 
 
@@ -933,6 +1095,17 @@ STATS: list[Case] = [
         ("f.txt is a file",),
     ),
     Case("stats-agreement-missing-column", agreement("unit,rater\n1,a\n"), ("r.csv", "score")),
+    Case("stats-agreement-no-unit", agreement(AGREE_HEADER + "1,a,1\n,b,2\n"), ("r.csv", "column 'unit'", "line 3")),
+    Case(
+        "stats-agreement-no-rater",
+        agreement(AGREE_HEADER + "1,a,1\n\n2,,2\n"),
+        ("r.csv", "column 'rater'", "line 4"),
+    ),
+    Case(
+        "stats-agreement-rated-twice",
+        agreement(AGREE_HEADER + "1,a,1\n1,b,2\n1,a,0\n"),
+        ("r.csv", "column 'score'", "line 4", "first at line 2"),
+    ),
     Case("stats-agreement-weights", agreement(AGREE_HEADER + "1,a,1\n", "--weights", "cubic"), ("cubic",)),
     Case(
         "stats-agreement-categories", agreement(AGREE_HEADER + "1,a,1\n", "--categories", "0,one,2"), ("--categories",)
@@ -974,6 +1147,7 @@ STATS: list[Case] = [
     ),
     Case("stats-plan-kind", lambda w: ["stats", "plan", "--metric", "nosuch"], ("nosuch",)),
 ]
+
 
 def _empty_database(work: Path) -> list[str]:
     """Create the case's database (an empty, migrated one beside ``work``): a missing file is its own

@@ -110,6 +110,30 @@ def run_items_nul(work: Path) -> list[str]:
     return ["review", "import", str(run), "--kind", "run"]
 
 
+def run_with_result_for_unknown_item(work: Path) -> list[str]:
+    run = copy_run(work)
+    lines = (run / "results.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    record = json.loads(lines[2])
+    record["key"]["item"] = "MEDMISQA/ghost"
+    damage_line(run / "results.jsonl", 3, json.dumps(record) + "\n")
+    return ["review", "import", str(run)]
+
+
+def run_with_edited_item(work: Path, *, authors: bool) -> list[str]:
+    """The old run with line 2's gold answer set to no option; with ``authors`` every item is first made one of
+    the authors' protocol (which evaluates such an item: only medrev's item check refuses it)."""
+    run = copy_run(work)
+    path = run / "items.jsonl"
+    rows = [json.loads(text) for text in path.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        if authors:
+            row["item"]["reading"] = "authors"
+            row["protocol"] = "authors"
+    rows[1]["item"]["gold"] = "Z"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return ["review", "import", str(run)]
+
+
 def judge_with_damaged_middle(work: Path) -> list[str]:
     run = copy_run(work, JUDGE_RUN)
     damage_line(run / "traces.jsonl", 3, "{not json\n")
@@ -369,6 +393,47 @@ IMPORT_CASES = [
     Case("run-results-is-a-folder", run_results_folder, ("results.jsonl", "folder")),
     Case("run-items-nul-byte", run_items_nul, ("items.jsonl:1", "NUL")),
     Case("judge-damaged-middle-line", judge_with_damaged_middle, ("traces.jsonl:3", "damaged")),
+    Case(
+        "run-result-for-an-item-not-in-items",
+        run_with_result_for_unknown_item,
+        ("results.jsonl:3", "'key.item'", "MEDMISQA/ghost"),
+    ),
+    Case(
+        "run-item-edited-gold-not-an-option",
+        lambda w: run_with_edited_item(w, authors=False),
+        ("items.jsonl:2", "'item.gold'", "gold answer 'Z' is not among the options"),
+    ),
+    Case(
+        "run-authors-item-gold-not-an-option",
+        lambda w: run_with_edited_item(w, authors=True),
+        ("items.jsonl:2", "'item.gold'", "gold answer 'Z' is not among the options", "--skip-bad-rows"),
+    ),
+    # ---- one row check with `bench run` (tests/bad_inputs/test_bench_bad_inputs.py, ONE_ROW_CHECK)
+    Case(
+        "items-list-question",
+        lambda w: items_file(w, jsonl(FRESH[0], FRESH[1] | {"question": ["Which?", "x"]})),
+        ("items.jsonl:2", "'question'", "a list"),
+    ),
+    Case(
+        "items-markup-content-type",
+        lambda w: items_file(w, jsonl(FRESH[0] | {"injection_content": "[b]Cue Remapping[/b]"})),
+        ("items.jsonl:1", "'injection_content'", "carries markup"),
+    ),
+    Case(
+        "items-folded-markup-content-type",
+        lambda w: items_file(w, jsonl(FRESH[0], FRESH[1] | {"injection_content": "Cue Remapping[/]"})),
+        ("items.jsonl:2", "'injection_content'", "[/]"),
+    ),
+    Case(
+        "items-html-provenance",
+        lambda w: items_file(w, jsonl(FRESH[0] | {"injection_provenance": "<i>Neutral</i>"})),
+        ("items.jsonl:1", "'injection_provenance'", "carries markup"),
+    ),
+    Case(
+        "items-markup-answer",
+        lambda w: items_file(w, jsonl(FRESH[0], FRESH[1] | {"answer": "[bold]B[/bold]"})),
+        ("items.jsonl:2", "'answer'", "carries markup"),
+    ),
 ]
 
 

@@ -49,6 +49,10 @@ GOOD = item_rows(3)
         (GOOD[0] | {"id": "x", "injection_provenance": "Tabloid"}, "injection_provenance", "unknown provenance"),
         (GOOD[0] | {"id": "x", "answer": "F"}, "answer", "not among the options"),
         (GOOD[0], "id", "duplicate item id"),
+        (GOOD[0] | {"id": "x", "question": ["Which?", "x"]}, "question", "expected text, found a list"),
+        (GOOD[0] | {"id": "x", "injection_content": "[b]Cue Remapping[/b]"}, "injection_content", "carries markup"),
+        (GOOD[0] | {"id": "x", "injection_content": "Cue Remapping[/]"}, "injection_content", "carries markup"),
+        (GOOD[0] | {"id": "x", "answer": "[bold]B[/bold]"}, "answer", "carries markup"),
     ],
 )
 def test_bad_item_file_is_refused_whole(engine, tmp_path, bad, field, message):
@@ -398,3 +402,31 @@ def test_labels_with_rich_markup_import_and_print_as_typed(tmp_path, monkeypatch
         dispose_engines()
     assert result.exit_code == 0, result.output
     assert "MEDMISQA [v2].jsonl: 1 new" in result.output
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"question": ["Which?", "x"]},
+        {"opb": {"text": "x"}},
+        {"injection_content": "[b]Cue Remapping[/b]"},
+        {"injection_provenance": "<i>Neutral</i>"},
+        {"answer": "F"},
+        {"injectc": "", "opc": "", "injecte": "a sentence for no option"},
+    ],
+    ids=["list-question", "object-option", "markup-content", "html-provenance", "gold-not-an-option", "stray-sentence"],
+)
+def test_review_import_and_bench_run_refuse_a_row_with_the_same_message(tmp_path, bad):
+    """One validation for every reader: the importer's issues are the benchmark loader's, word for word (under
+    medrev's reading; the cell checks hold under the authors' reading too, which evaluates an invalid item)."""
+    from bench_core.medmisbench.data import load_medmisbench
+
+    path = write_jsonl(tmp_path / "MEDMISQA.jsonl", [GOOD[1], GOOD[0] | {"id": "x"} | bad])
+    _rows, issues = importing.prepare_items(path)
+    bench = load_medmisbench(path).issues
+    assert issues == bench and len(issues) == 1 and issues[0].line == 2
+    authors = load_medmisbench(path, reading="authors")
+    if issues[0].field in ("question", "opb", "injection_content", "injection_provenance"):
+        assert authors.issues == bench  # a cell no reader can use
+    else:
+        assert [(w.line, w.field) for w in authors.warnings] == [(2, issues[0].field)]  # evaluated, and named

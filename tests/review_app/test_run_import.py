@@ -1,5 +1,8 @@
 """Into review: a `medrev bench run medmisbench` directory imported as items and responses in one command."""
 
+import json
+from pathlib import Path
+
 import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
@@ -13,7 +16,7 @@ from review_app.db.models import Item, ModelResponse, Study
 from review_app.services import importing, studies
 from review_app.services.actors import SYSTEM
 from tests.bench_core.medmisbench.scenario import answer_book
-from tests.fakes.openai_server import ScriptedPolicy
+from tests.fakes.openai_server import Reply, ScriptedPolicy
 
 runner = CliRunner()
 
@@ -84,3 +87,40 @@ def test_import_run_command_creates_the_study(run_dir, tmp_path, monkeypatch):
         assert study.rubrics == "B"
     finally:
         dispose_engines()
+
+
+AUTHORS_DATA = Path(__file__).resolve().parents[1] / "data" / "medmisbench_authors" / "MEDMISQA.jsonl"
+
+
+@pytest.fixture
+def authors_run(fake_openai, tmp_path):
+    """An authors-protocol run of the fixture whose rows include items medrev's own reading refuses."""
+    server = fake_openai(lambda received: Reply(content='{"thinking_process": "t", "answer_letter": "A"}'))
+    out = tmp_path / "authors-run"
+    args = ["bench", "run", "medmisbench", "--data", str(AUTHORS_DATA), "--model", "m", "--base-url", server.url,
+            "--out", str(out), "--conditions", "clean", "--no-progress"]  # fmt: skip
+    result = runner.invoke(app, args, env={"OPENAI_API_KEY": "sk-not-used"})
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_a_run_item_medrev_refuses_is_refused_by_import_as_in_a_released_file(engine, authors_run):
+    """The same item check as ``bench report``'s warning and a released-format file's refusal: named by
+    items.jsonl, line and field; --skip-bad-rows imports the other items and their responses."""
+    lines = {
+        json.loads(text)["item"]["id"]: number
+        for number, text in enumerate((authors_run / "items.jsonl").read_text().splitlines(), start=1)
+    }
+    with pytest.raises(importing.ImportRefused) as caught:
+        importing.import_path(engine, authors_run, actor=SYSTEM)
+    issues = {(issue.line, issue.field) for issue in caught.value.issues}
+    assert issues == {
+        (lines["fx-gold-placeholder"], "item.gold"),
+        (lines["fx-unlabelled"], "item.injection.content_type"),
+        (lines["fx-float-answer"], "item.gold"),
+    }
+    assert f"{authors_run / 'items.jsonl'}:{lines['fx-gold-placeholder']}: field 'item.gold'" in str(caught.value)
+    with read_session(engine) as session:
+        assert session.exec(select(Item)).all() == []
+    items, responses = importing.import_path(engine, authors_run, actor=SYSTEM, skip_bad_rows=True)
+    assert (items.new, responses.new, len(responses.skipped)) == (10, 10, 3)

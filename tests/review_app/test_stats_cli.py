@@ -85,6 +85,9 @@ def test_agreement_table(ratings_csv: Path) -> None:
         ("T5,R1,high\n", [], "column 'score' must be numeric: line 10 holds 'high'"),
         ("T5,R1,7\n", [], "line 10 holds 7, outside the categories {0, 1, 2}"),
         (None, ["--weights", "cubic"], "unknown --weights 'cubic'"),
+        (",R1,1\n", [], "column 'task': line 10 has a score in 'score' but no 'task'"),
+        ("T5,,1\n", [], "column 'who': line 10 has a score in 'score' but no 'who'"),
+        ("T1,R1,0\n", [], "column 'score': line 10: rater 'R1' scored unit 'T1' more than once (first at line 2)"),
         (None, ["--categories", "a,b"], "--categories must be comma-separated numbers"),
     ],
 )
@@ -252,3 +255,12 @@ def test_harm_model_outcome_error_names_the_file_line(tmp_path: Path) -> None:
     result = _run("harm-model", "--input", str(path), "--outcome", "y", "--fixed", "a", "--group", "g")
     assert result.exit_code == 2
     assert "outcome column 'y' must hold 0/1 (or true/false): line 5 holds 'perhaps'" in result.stderr
+
+
+def test_agreement_row_errors_name_the_file_line_past_blank_and_multiline_rows(tmp_path: Path) -> None:
+    """Blank lines and a quoted cell spanning two lines do not shift the line named for a row without a unit."""
+    path = tmp_path / "ratings.csv"
+    path.write_text('unit,rater,score,note\nT1,R1,1,"two\nlines"\n\nT1,R2,2,\n,R1,0,\n')
+    result = _run("agreement", "--input", str(path), "--unit", "unit", "--rater", "rater", "--score", "score")
+    assert result.exit_code == 2
+    assert f"{path}: column 'unit': line 6 has a score in 'score' but no 'unit'" in " ".join(result.stderr.split())

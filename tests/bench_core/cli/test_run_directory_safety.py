@@ -1,14 +1,17 @@
-"""Run directories are safe (issue 16): one process at a time (a lock naming the holder's PID, stale locks
-taken over), a last line cut short by a kill repaired on resume, a damaged middle line refused with its line.
+"""Run directories are safe: one process at a time (an OS lock that dies with its process; a refused run
+names the holder's PID, host and start time), a last line cut short by a kill repaired on resume, a damaged
+middle line refused with its line.
 
 The first run is a real ``python -m bench_core`` process against a loopback model server.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,7 +21,7 @@ from typer.testing import CliRunner
 from bench_core.cli.main import app
 from bench_core.kernel.rundir import LOCK_FILE
 from tests.bench_core.interrupt import ROOT, default_sigint
-from tests.bench_core.medmisbench.test_kill_and_resume import _args, _policy, _write_items
+from tests.bench_core.medmisbench.test_kill_and_resume import N_ITEMS, _args, _policy, _write_items
 
 
 def _start(args: list[str]) -> subprocess.Popen:
@@ -40,7 +43,7 @@ def _wait_for(predicate, seconds: float = 60) -> None:
         time.sleep(0.01)
 
 
-def test_a_second_run_is_refused_with_the_first_runs_pid_and_a_stale_lock_is_taken_over(fake_openai, tmp_path):
+def test_a_second_run_is_refused_naming_the_live_holder(fake_openai, tmp_path):
     data = tmp_path / "MEDMISQA.jsonl"
     _write_items(data)
     server = fake_openai(_policy, latency=0.2)
@@ -49,19 +52,72 @@ def test_a_second_run_is_refused_with_the_first_runs_pid_and_a_stale_lock_is_tak
     try:
         _wait_for(lambda: server.request_count > 0 or first.poll() is not None)
         assert first.poll() is None, first.communicate()[1]
-        assert (out / LOCK_FILE).read_text().split()[0] == str(first.pid)
+        pid, host, started = (out / LOCK_FILE).read_text().split()
+        assert (pid, host) == (str(first.pid), socket.gethostname())
+        assert dt.datetime.fromisoformat(started).tzinfo is not None
         before = (out / "runs.jsonl").read_bytes()
         second = CliRunner().invoke(app, _args(server, data, out))
         assert second.exit_code == 2
-        assert f"another bench run (PID {first.pid}) is running in this directory" in second.stderr
+        message = " ".join(second.stderr.split())
+        assert f"another run (pid {first.pid} on {host}, started {started}) holds this folder" in message
+        assert "Traceback" not in second.output
         assert (out / "runs.jsonl").read_bytes() == before  # the refused run wrote nothing
+        assert (out / LOCK_FILE).read_text().split()[0] == str(first.pid)  # nor touched the holder's lock
     finally:
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=30)
-    assert (out / LOCK_FILE).read_text().split()[0] == str(first.pid)  # a killed process leaves its lock
+    assert (out / LOCK_FILE).read_text().split()[0] == str(first.pid)  # the file stays, its lock died with it
     resumed = CliRunner().invoke(app, _args(server, data, out))
-    assert resumed.exit_code == 0, resumed.output  # the holder is gone: the stale lock is taken over
-    assert not (out / LOCK_FILE).exists()  # and released at the end
+    assert resumed.exit_code == 0, resumed.output
+    assert not (out / LOCK_FILE).exists()  # released at the end
+
+
+def test_a_run_killed_with_sigkill_is_resumed_at_once_before_it_is_reaped(fake_openai, tmp_path):
+    """The lock dies with its process: a resume started within 100 ms of ``kill -9``, while the killed
+    process is not yet reaped (a zombie keeps its PID, which fooled a PID-file lock), takes it and finishes."""
+    data = tmp_path / "MEDMISQA.jsonl"
+    _write_items(data)
+    server = fake_openai(_policy, latency=0.05)
+    out = tmp_path / "run"
+    first = _start(_args(server, data, out))
+    try:
+        _wait_for(lambda: server.request_count >= 8 or first.poll() is not None)
+        assert first.poll() is None, first.communicate()[1]
+        os.kill(first.pid, signal.SIGKILL)  # not Popen.kill/wait: nothing reaps the process yet
+        killed_at = time.monotonic()
+        resume = subprocess.Popen(
+            [sys.executable, "-m", "bench_core", *_args(server, data, out)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert time.monotonic() - killed_at < 0.1
+        _, stderr = resume.communicate(timeout=120)
+        assert _state(first.pid) in ("Z", "X", None)  # the killed run was still unreaped (or gone) meanwhile
+    finally:
+        if first.poll() is None:
+            first.kill()
+        first.communicate(timeout=30)
+    assert resume.returncode == 0, stderr
+    assert "holds this folder" not in stderr
+    keys = {
+        (json.loads(line)["key"]["item"], json.loads(line)["key"]["condition"])
+        for line in (out / "results.jsonl").read_text().splitlines()
+        if json.loads(line)["status"] == "ok"
+    }
+    assert len(keys) == N_ITEMS * 3  # every call of the run, finished by the resume
+    assert not (out / LOCK_FILE).exists()
+
+
+def _state(pid: int) -> str | None:
+    """The kernel's state letter of ``pid`` (``Z``: a zombie), or None when no such process exists."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0].decode()
+    except OSError:
+        return None
 
 
 def test_a_truncated_last_line_is_repaired_on_resume(fake_openai, tmp_path):

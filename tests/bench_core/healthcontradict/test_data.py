@@ -205,3 +205,32 @@ def test_prepared_instances_with_long_documents_and_refusals(tmp_path):
     assert "bad.jsonl:2: field 'doc_a': missing or empty" in text
     assert "bad.jsonl:3: field 'instance_id': '1' appears twice" in text
     assert "2 problems found, nothing was loaded" in text
+
+
+def test_run_files_name_the_line_and_field_of_a_row_they_cannot_use(tmp_path):
+    """A result for an instance not in instances.jsonl names its line of results.jsonl; an instance row that is
+    not one medrev wrote names its line of instances.jsonl and the field."""
+    from bench_core.healthcontradict.data import HCInstance
+    from bench_core.healthcontradict.run import BENCHMARK, RunDirError, read_run_data, write_instances
+    from bench_core.kernel.rundir import DamagedFile
+    from bench_core.kernel.store import ResultStore
+
+    instance = HCInstance(instance_id="1", topic_id=1, query="Q?", query_stance="yes", doc_a="A", doc_b="B")
+    run = tmp_path / "run"
+    write_instances(run, [instance])
+    store = ResultStore(run)
+    for item in ("1", "ghost"):
+        key = {"benchmark": BENCHMARK, "item": item, "condition": "CC", "model": "m", "endpoint": "e", "config": "c"}
+        store.append({"key": key, "status": "ok", "response": {"text": "Yes"}, "parsed": {"label": "yes"}})
+    store.close()
+    with pytest.raises(RunDirError) as caught:
+        read_run_data(run)
+    assert str(caught.value).startswith(
+        f"{run / 'results.jsonl'}:2: field 'key.item': result for instance 'ghost' which is not in instances.jsonl"
+    )
+    path = run / "instances.jsonl"
+    row = json.loads(path.read_text().splitlines()[0])
+    row["instance"]["query_stance"] = "perhaps"
+    path.write_text("\n" + json.dumps(row) + "\n")  # the row now on line 2
+    with pytest.raises(DamagedFile, match=r"instances.jsonl:2: field 'instance.query_stance': record 1 is not one"):
+        read_run_data(run)

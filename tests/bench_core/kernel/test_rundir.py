@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import socket
 from pathlib import Path
 
 import pytest
 
 from bench_core.kernel.rundir import (
+    LOCK_FILE,
     RunDesign,
+    RunDirBusy,
+    RunLock,
     append_jsonl,
     append_manifest,
     config_hash,
@@ -62,3 +68,24 @@ def test_find_run_dirs_asks_each_design_in_order(tmp_path: Path):
     assert found == [("a-run", "first"), ("b-run", "second")]
     ((path, design),) = find_run_dirs(tmp_path / "b-run", designs)
     assert design.benchmark == "second" and design.build(path) == {"run": "b-run"}
+
+
+def test_the_run_lock_is_exclusive_names_its_holder_and_is_removed_on_release(tmp_path: Path):
+    first = RunLock(tmp_path).acquire()
+    pid, host, started = (tmp_path / LOCK_FILE).read_text().split()
+    assert pid == str(os.getpid()) and host == socket.gethostname()
+    holder = f"another run (pid {pid} on {host}, started {started}) holds this folder"
+    with pytest.raises(RunDirBusy, match=re.escape(holder)):
+        RunLock(tmp_path).acquire()  # a second open file: flock refuses it even in the same process
+    first.release()
+    assert not (tmp_path / LOCK_FILE).exists()
+    second = RunLock(tmp_path).acquire()
+    assert second.held
+    second.release()
+
+
+def test_a_lock_file_nobody_holds_is_taken_at_once_whatever_pid_it_names(tmp_path: Path):
+    (tmp_path / LOCK_FILE).write_text(f"{os.getpid()} elsewhere 2026-01-01T00:00:00+00:00\n")  # a live PID, no lock
+    lock = RunLock(tmp_path).acquire()
+    assert (tmp_path / LOCK_FILE).read_text().split()[:2] == [str(os.getpid()), socket.gethostname()]
+    lock.release()

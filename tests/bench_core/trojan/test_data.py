@@ -79,15 +79,20 @@ def test_refused_file_names_missing_fields_per_record(tmp_path):
         _record(0),
     ]
     path = tmp_path / "standardized_analysis_ccversion.json"
-    path.write_text(json.dumps(rows))
+    path.write_text("[\n" + ",\n".join(json.dumps(row) for row in rows) + "\n]\n")  # record i on line i + 2
     with pytest.raises(DatasetError) as caught:
         load_retracted(path, expected_count=100)
     text = str(caught.value)
-    assert "records[1] (id 'r-1'): missing required field(s): problem, note" in text
-    assert "records[2] (id 'r-2'): invalid: isimpact (expected yes/no, true/false or 0/1, got 'sometimes')" in text
-    assert "records[3] (id 'r-3'): invalid: title (expected non-empty text, got float)" in text
-    assert "records[4]: not a JSON object" in text
-    assert "records[5] (id 'r-0'): duplicate id (also records[0])" in text
+    assert f"{path}:3: field 'problem': records[1] (id 'r-1'): missing required field(s): problem, note" in text
+    assert (
+        f"{path}:4: field 'isimpact': records[2] (id 'r-2'): invalid: isimpact (expected yes/no, true/false or 0/1, "
+        "got 'sometimes')"
+    ) in text
+    assert f"{path}:5: field 'title': records[3] (id 'r-3'): invalid: title (expected non-empty text, got float)" in (
+        text
+    )
+    assert f"{path}:6: records[4]: not a JSON object" in text
+    assert f"{path}:7: field 'id': records[5] (id 'r-0'): duplicate id (also records[0], line 2)" in text
     assert "6 records, expected 100" in text
     assert text.startswith("6 problems found, nothing was loaded")
 
@@ -167,3 +172,73 @@ def test_ingest_command_writes_records_with_provenance(tmp_path):
     )
     assert refused.exit_code == 2 and "5 records, expected 100" in " ".join(refused.output.split())
     assert not (tmp_path / "n.json").exists()
+
+
+@pytest.mark.parametrize("when", ["last tuesday", "2026-02-30", "03/01/2026", "2026-3-1", "2026-03-01T25:00", ""])
+def test_a_retrieval_date_that_is_not_iso_8601_is_refused_and_nothing_is_written(tmp_path, when):
+    data = tmp_path / "t.json"
+    data.write_text(json.dumps([_record(1)]))
+    out = tmp_path / "records.json"
+    result = CliRunner().invoke(
+        app, ["ingest", "trojan", "--data", str(data), "--out", str(out), "--retrieved-at", when]
+    )
+    assert result.exit_code == 2
+    assert "--retrieved-at: expected an ISO 8601 date (YYYY-MM-DD) or date and time" in result.stderr
+    assert repr(when) in result.stderr and "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_a_declared_generated_at_that_is_not_a_date_is_refused_naming_file_line_and_field(tmp_path):
+    wrapped = {"dataset_url": "https://kaggle.example/trojan", "generated_at": "last tuesday", "records": [_record(1)]}
+    path = tmp_path / "step1.json"
+    path.write_text(json.dumps(wrapped, indent=2))  # "generated_at" on line 3
+    out = tmp_path / "records.json"
+    result = CliRunner().invoke(app, ["ingest", "trojan", "--data", str(path), "--out", str(out)])
+    assert result.exit_code == 2
+    assert f"{path}:3: field 'generated_at': expected an ISO 8601 date" in " ".join(result.stderr.split())
+    assert not out.exists()
+    # a date given on the command line does not excuse a file that declares a wrong one
+    with pytest.raises(ValueError, match="generated_at"):
+        load_retracted(path, retrieved_at="2026-04-01")
+
+
+@pytest.mark.parametrize(
+    "when", ["2026-03-01", "2026-03-01T09:30:00Z", "2026-03-01T09:30", "2026-03-01 09:30:15.5+01:00"]
+)
+def test_iso_dates_and_datetimes_are_written_as_given(tmp_path, when):
+    data = tmp_path / "t.json"
+    data.write_text(json.dumps([_record(1)]))
+    out = tmp_path / "records.json"
+    result = CliRunner().invoke(
+        app, ["ingest", "trojan", "--data", str(data), "--out", str(out), "--retrieved-at", when]
+    )
+    assert result.exit_code == 0, result.output
+    provenance = json.loads(out.read_text())["provenance"]
+    assert (provenance["retrieved_at"], provenance["retrieved_at_source"]) == (when, "given")
+
+
+def test_the_fallback_ingest_refuses_a_retrieval_date_that_is_not_a_date(tmp_path):
+    data = tmp_path / "rw.csv"
+    data.write_text("Title,Reason\nA paper,Fabrication\n")
+    with pytest.raises(ValueError, match="--retrieved-at: expected an ISO 8601 date"):
+        normalized_dataset(data, source="retraction-watch", retrieved_at="yesterday", problem_from_conclusion=True)
+
+
+def test_a_result_for_a_record_not_in_records_json_names_the_results_line_and_field(tmp_path):
+    from bench_core.kernel.store import ResultStore
+    from bench_core.trojan.run import BENCHMARK, STAGE_A, RunDirError, read_run_data, write_records
+
+    data = tmp_path / "t.json"
+    data.write_text(json.dumps([_record(1)]))
+    run = tmp_path / "run"
+    write_records(run, load_retracted(data))
+    store = ResultStore(run)
+    for item in ("r-1", "ghost"):
+        key = {"benchmark": BENCHMARK, "item": item, "condition": STAGE_A, "model": "m", "endpoint": "e", "config": "c"}
+        store.append({"key": key, "status": "ok", "response": {"text": "an answer"}, "meta": {}})
+    store.close()
+    with pytest.raises(RunDirError) as caught:
+        read_run_data(run)
+    assert str(caught.value).startswith(
+        f"{run / 'results.jsonl'}:2: field 'key.item': result for record 'ghost' which is not in records.json"
+    )
