@@ -124,6 +124,22 @@ class StudyLead(SQLModel, table=True):
     added_at: datetime = Field(default_factory=utcnow)
 
 
+class ReviewerPreference(SQLModel, table=True):
+    """What one account chose last in the app, so a new browser session opens where it left off.
+
+    ``last_study_id`` is the study the lead pages open on (migration 0010). A row of its own, not
+    columns on ``reviewer``: adding a foreign-key column would rebuild ``reviewer`` on SQLite, which
+    every other table references, and a study switch writes a row that no session check reads.
+    Deleting a study clears the choice instead of being refused.
+    """
+
+    __tablename__ = "reviewer_preference"
+
+    reviewer_id: int = Field(foreign_key="reviewer.id", primary_key=True)
+    last_study_id: int | None = Field(default=None, foreign_key="study.id", ondelete="SET NULL")
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
 class AuthSession(SQLModel, table=True):
     """A signed-in browser session, revocable server-side.
 

@@ -2,22 +2,75 @@
 
 from __future__ import annotations
 
+import contextlib
+from types import ModuleType
+
 import streamlit as st
+from sqlalchemy import Engine
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from review_app.db.models import Study
+from review_app.services import preferences
+from review_app.services.errors import ServiceError
+from review_app.ui.session import current_user
+
+STUDY_KEY = "lead_study"
+"""The study the lead works on, by name: kept for the whole browser session, whichever page runs.
+
+Set it (e.g. to a study just created) before :func:`pick_study` runs and the selector shows it.
+"""
+_WIDGET_KEY = "lead_study_selector"
+_PAGE_KEY = "lead_study_selector_page"  # the page whose selector ran last
+_SAVED_KEY = "lead_study_saved"  # the choice the database holds for the signed-in account, as last known
 
 
-def pick_study(db, studies_service):
-    """A study selector remembered across lead pages; None (with a hint) when there is no study.
+def _page() -> str:
+    """The running page's id (the widget of each page is its own widget, whatever its key)."""
+    ctx = get_script_run_ctx()
+    return ctx.page_script_hash if ctx is not None else ""
 
-    The choice lives in ``lead_study`` (not in the widget's own state), so a study created on the
-    page becomes the selected one at once.
+
+def _chosen() -> None:
+    st.session_state[STUDY_KEY] = st.session_state[_WIDGET_KEY]
+
+
+def pick_study(db: Engine, studies_service: ModuleType) -> Study | None:
+    """The one study selector of every lead page; None (with a hint) when there is no study.
+
+    The widget's index must not come from session state on each run: an unkeyed selectbox whose
+    index changes becomes a new widget, and the browser snapped back to the previous study. The
+    widget is keyed, its change callback copies the choice into ``lead_study`` (Streamlit drops a
+    widget's own state on any page run without it, e.g. Import), and before the widget is made its
+    state is seeded from ``lead_study`` when it may differ, so a study chosen on another page, or
+    created on Study set-up, is the one shown. A new browser session starts from the study the
+    account chose last (``services.preferences``); the database is written only when the choice
+    changes, so a rerun costs no write.
     """
     all_studies = studies_service.list_studies(db)
     if not all_studies:
         st.info("No study yet. Create one on the Study set-up page.")
         return None
     names = [s.name for s in all_studies]
-    remembered = st.session_state.get("lead_study")
-    index = names.index(remembered) if remembered in names else len(names) - 1
-    name = st.selectbox("Study", names, index=index)
-    st.session_state["lead_study"] = name
-    return next(s for s in all_studies if s.name == name)
+    user = current_user()
+    if STUDY_KEY not in st.session_state:
+        remembered = preferences.last_study(db, user) if user is not None else None
+        st.session_state[STUDY_KEY] = remembered if remembered in names else names[-1]
+        st.session_state[_SAVED_KEY] = st.session_state[STUDY_KEY]
+    chosen = st.session_state[STUDY_KEY]
+    if chosen not in names:  # a study that is gone, or a name set by hand that does not exist
+        chosen = st.session_state[STUDY_KEY] = names[-1]
+    # Seeded only when the widget may not hold the choice: a value written to ``lead_study`` by other
+    # code, or the first run on another page (there the key still reads the previous page's widget,
+    # whose state the new page's widget does not get). Seeding on every run would push the value to
+    # the browser each time, over a choice the user is making while the run is under way.
+    page = _page()
+    if st.session_state.get(_WIDGET_KEY) != chosen or st.session_state.get(_PAGE_KEY) != page:
+        st.session_state[_WIDGET_KEY] = chosen
+    st.selectbox("Study", names, key=_WIDGET_KEY, on_change=_chosen)
+    st.session_state[_PAGE_KEY] = page  # once the widget exists: a run stopped before it seeds again
+    if user is not None and st.session_state.get(_SAVED_KEY) != chosen:
+        st.session_state[_SAVED_KEY] = chosen  # also on failure: a read-only database is not retried each rerun
+        # On failure the choice still holds for this session; the page's own actions report a real fault.
+        with contextlib.suppress(ServiceError):
+            preferences.remember_study(db, user.username, chosen, actor=user)
+    return next(s for s in all_studies if s.name == chosen)
