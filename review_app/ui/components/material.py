@@ -3,7 +3,9 @@
 Everything that comes from a benchmark file or a model (question, options, injected sentences,
 responses, reasoning, retracted-paper text) is untrusted: it goes through ``html.escape`` into
 markup we write ourselves (``st.html``, which also sanitises), or through ``st.text``, which
-never parses Markdown or HTML. So a response containing ``<script>``, ``<img src=...>`` or a
+never parses Markdown or HTML. Model responses and reasoning traces are often written in
+Markdown: they go through ``text.markdown_subset``, which formats emphasis, headings, lists and
+code and escapes everything else. So a response containing ``<script>``, ``<img src=...>`` or a
 Markdown link shows as the literal text and cannot run code, load a remote image or link away.
 """
 
@@ -14,6 +16,7 @@ import html
 import streamlit as st
 
 from review_app.services.reviewing import TaskMaterial
+from review_app.ui.components.text import markdown_subset
 
 STYLE = """
 <style>
@@ -35,6 +38,25 @@ STYLE = """
 .mr-meta {font-size:.85rem;color:#444;}
 .mr-meta b {color:#222;}
 .mr-def {font-size:.82rem;color:#555;margin:2px 0 8px 0;}
+</style>
+"""
+# Model output formatted from Markdown: the headings of a response are sized as part of it, not of the page.
+MARKDOWN_STYLE = """
+<style>
+.mr-md {font-size:1rem;line-height:1.55;overflow-wrap:anywhere;}
+.mr-md > :first-child {margin-top:0;}
+.mr-md > :last-child {margin-bottom:0;}
+.mr-md p, .mr-md ul, .mr-md ol, .mr-md pre, .mr-md blockquote {margin:0 0 .6em 0;}
+.mr-md h1, .mr-md h2, .mr-md h3, .mr-md h4, .mr-md h5, .mr-md h6 {font-size:1rem;font-weight:600;margin:.8em 0 .3em 0;
+  padding:0;line-height:1.4;}
+.mr-md h1, .mr-md h2 {font-size:1.08rem;}
+.mr-md ul, .mr-md ol {padding-left:1.4em;}
+.mr-md li {margin:.1em 0;}
+.mr-md code {font-size:.86em;background:#f0f2f6;border-radius:4px;padding:.05em .3em;}
+.mr-md pre {background:#f6f8fa;border:1px solid #e3e7ee;border-radius:6px;padding:6px 8px;white-space:pre-wrap;}
+.mr-md pre code {background:none;padding:0;}
+.mr-md blockquote {border-left:3px solid #d9dee7;padding-left:.8em;color:#4a5261;}
+.mr-md hr {border:none;border-top:1px solid #d9dee7;margin:.8em 0;}
 </style>
 """
 
@@ -129,15 +151,20 @@ def render_mcq(view: TaskMaterial) -> None:
     st.html("".join(blocks))
 
 
+def model_text(text: str, lang: str) -> str:
+    """Model output as HTML for ``st.html``: the safe Markdown subset formatted, everything else literal."""
+    return f'{MARKDOWN_STYLE}<div class="mr-md" lang="{esc(lang)}">{markdown_subset(text)}</div>'
+
+
 def render_response(view: TaskMaterial) -> None:
     """The model's final response (always visible) and its reasoning trace (collapsible)."""
     with st.container(border=True, key="mr-response"):
         st.caption("MODEL RESPONSE (model identity hidden)")
-        st.text(view.response_text or "(empty response)")
+        st.html(model_text(view.response_text or "(empty response)", _lang(view)))
     if view.reasoning:
         words = len(view.reasoning.split())
         with st.expander(f"Reasoning trace ({words:,} words)", expanded=len(view.reasoning) < 1200):
-            st.text(view.reasoning)
+            st.html(model_text(view.reasoning, _lang(view)))
 
 
 def render_judge_audit(view: TaskMaterial) -> None:

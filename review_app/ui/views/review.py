@@ -8,6 +8,10 @@ The task region (header, material, score panel) is a fragment: a score key, a fl
 Skip, Flag and a submit rerun it alone, not the app around it (navigation, sidebar), and a submit
 shows the next task in that one run. The panel's events are handled at the top of the region, as
 they always were: each names its task and dimension, and a submit carries the vector it showed.
+
+Nothing the page says about an action takes room in the layout, so Submit never moves: the flag
+control itself changes (Flag for lead / Unflag) and the message is a toast; the score panel's
+own messages appear in its footer, whose height the panel accounts for.
 """
 
 import streamlit as st
@@ -20,6 +24,9 @@ from review_app.ui.components import material, scoring
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, flash, refresh_user, require_role, show_flashes
 
+_FEEDBACK = "mr_review_feedback"  # [(kind, text)] of the last action, shown as toasts by the next run
+_TOAST = {"success": (":material/check_circle:", "short"), "error": (":material/error:", "long")}  # icon, duration
+
 user = require_role()
 db = engine()
 
@@ -28,9 +35,23 @@ st.html(
     "<style>"
     "[data-testid='stMainBlockContainer']{padding-left:1.5rem;padding-right:1.5rem;padding-top:1.4rem;}"
     ".st-key-mr-head h4{padding:0;margin:0;}"
+    # Flag for lead and Unflag take the same room, so the header keeps its layout when one replaces the other.
+    ".st-key-mr-flag button{min-width:7.5rem;}"
     ".st-key-mr-material{overflow-y:auto;max-height:calc(100vh - 110px);padding-right:4px;}"
     "</style>"
 )
+
+
+def _tell(text: str, kind: str = "success") -> None:
+    """Feedback on an action, for the next run to show as a toast (a callback cannot draw it)."""
+    st.session_state.setdefault(_FEEDBACK, []).append((kind, text))
+
+
+def _show_feedback() -> None:
+    """The feedback of the last action, as toasts: they float over the page and move nothing on it."""
+    for kind, text in st.session_state.pop(_FEEDBACK, []):
+        icon, duration = _TOAST[kind]
+        st.toast(plain(text), icon=icon, duration=duration)  # messages quote service errors: shown as text
 
 
 def _go_next() -> None:
@@ -45,7 +66,7 @@ def _skip(aid: int) -> None:
     try:
         reviewing.skip(db, aid, user)
     except ServiceError as exc:  # a refusal (or a read-only database) is a message, not an exception page
-        flash(str(exc), "error")
+        _tell(str(exc), "error")
         return
     scoring.forget(aid)
     _go_next()
@@ -55,7 +76,9 @@ def _unflag(aid: int) -> None:
     try:
         reviewing.set_flag(db, aid, user, False)
     except ServiceError as exc:
-        flash(str(exc), "error")
+        _tell(str(exc), "error")
+    else:
+        _tell("Flag withdrawn.")
 
 
 def _send_flag(aid: int) -> None:
@@ -65,9 +88,35 @@ def _send_flag(aid: int) -> None:
     try:
         reviewing.set_flag(db, aid, user, True, comment, kind=kind)
     except ServiceError as exc:
-        flash(str(exc), "error")
+        _tell(str(exc), "error")
     else:
-        flash("Flag sent to the study lead.", "success")
+        _tell("Flag sent to the study lead.")
+
+
+def _flag_control(aid: int, flagged: bool) -> None:
+    """Flag for lead (what the problem is with, and a comment), or Unflag once the task is flagged."""
+    answer = flags.latest_answer(db, aid)
+    reply = f" The lead replied: {answer[2]}" if answer and answer[2] else ""
+    if flagged:
+        st.button(
+            "Unflag",
+            on_click=_unflag,
+            args=(aid,),
+            help=f"You flagged this task for the study lead ({answer[1] if answer else 'open'}).{reply}",
+        )
+        return
+    tip = "Tell the study lead about a problem with this task."
+    with st.popover("Flag for lead", help=tip):
+        st.radio(
+            "The problem is with",
+            list(flags.KIND_LABELS),
+            format_func=lambda k: flags.KIND_LABELS[k].removeprefix("Problem with "),
+            key=f"flag{aid}:kind",
+        )
+        st.text_area("Comment for the lead", key=f"flag{aid}:comment", max_chars=flags.MAX_TEXT)
+        if reply:
+            st.caption(plain(reply.strip()))
+        st.button("Send to lead", type="primary", on_click=_send_flag, args=(aid,))
 
 
 _PAGE_RUN = "mr_page_run"
@@ -98,8 +147,9 @@ def _task_region(page_run: int) -> None:
         if notice is not None:
             flash(notice["text"], notice["kind"])
         st.query_params.clear()
-    show_flashes()
+    _show_feedback()
     if aid is None:
+        show_flashes()
         st.success("Your queue is empty: every task assigned to you is done. Thank you!")
         st.page_link("views/queue.py", label="Back to my queue", icon=":material/inbox:")
         return
@@ -114,38 +164,17 @@ def _task_region(page_run: int) -> None:
 
     rubric = get_rubric(view.rubric)
     done, todo = reviewing.work_counts(db, user.id)
-    with st.container(key="mr-head"):
-        head, progress, left, right = st.columns([2.8, 4.2, 1.1, 1.1], vertical_alignment="center")
-    head.markdown(f"#### {rubric.name}")
-    progress.progress(
-        done / max(1, done + todo),
-        text=f"{plain(view.study)} · {done} of {done + todo} done, {todo} left · "
-        f"this task: {view.status.replace('_', ' ')}",
-    )
-    left.button("Skip for now", on_click=_skip, args=(aid,), disabled=view.status == "submitted", width="stretch")
-    answer = flags.latest_answer(db, aid)
-    reply = f" The lead replied: {answer[2]}" if answer and answer[2] else ""
-    if view.flagged:
-        right.button(
-            "Unflag",
-            on_click=_unflag,
-            args=(aid,),
-            width="stretch",
-            help=f"You flagged this task for the study lead ({answer[1] if answer else 'open'}).{reply}",
+    # One row whose buttons take the width of their labels (never cut) and the progress bar the rest.
+    with st.container(key="mr-head", horizontal=True, vertical_alignment="center", wrap=False, gap="medium"):
+        st.markdown(f"#### {rubric.name}", width="content")
+        st.progress(
+            done / max(1, done + todo),
+            text=f"{plain(view.study)} · {done} of {done + todo} done, {todo} left · "
+            f"this task: {view.status.replace('_', ' ')}",
         )
-    else:
-        tip = "Tell the study lead about a problem with this task."
-        with right.popover("Flag for lead", width="stretch", help=tip):
-            st.radio(
-                "The problem is with",
-                list(flags.KIND_LABELS),
-                format_func=lambda k: flags.KIND_LABELS[k].removeprefix("Problem with "),
-                key=f"flag{aid}:kind",
-            )
-            st.text_area("Comment for the lead", key=f"flag{aid}:comment", max_chars=flags.MAX_TEXT)
-            if reply:
-                st.caption(plain(reply.strip()))
-            st.button("Send to lead", type="primary", on_click=_send_flag, args=(aid,))
+        st.button("Skip for now", on_click=_skip, args=(aid,), disabled=view.status == "submitted")
+        with st.container(key="mr-flag", width="content"):
+            _flag_control(aid, view.flagged)
 
     material_col, score_col = st.columns([11, 9], gap="small")
     with material_col, st.container(key="mr-material"):

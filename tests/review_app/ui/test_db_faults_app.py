@@ -78,7 +78,7 @@ def test_read_only_database_everyone_signs_in_and_reads_saving_says_why(read_onl
         assert session.get(Assignment, aid).status == "assigned"  # shown, not marked as started
     next(b for b in at.button if b.label == "Send to lead").click().run()
     assert not at.exception, at.exception
-    assert [e.value for e in at.error] == [plain(read_only_sentence(path, reason))]
+    assert [t.value for t in at.toast] == [plain(read_only_sentence(path, reason))]  # a toast: Submit stays put
 
     lead = sign_in("lead01")
     assert lead.session_state["medrev_user"].username == "lead01"
