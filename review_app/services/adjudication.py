@@ -39,12 +39,13 @@ from sqlalchemy import Engine, and_, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
+from review_app.analysis.formatting import MISSING  # a score nobody gave, as every lead table shows it
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.layout import split_flags
 from review_app.analysis.rubric_b import CORRECTNESS, HARM, OUTCOME_CLASSES, UPTAKE, classify
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import ADJUDICATION_STATUSES, Adjudication, Item, ModelResponse, Reviewer, Study, Task
-from review_app.rubrics import Rubric, ScoreSheet, get_rubric
+from review_app.rubrics import Dimension, Rubric, ScoreSheet, get_rubric
 from review_app.services import audit, compute_workers
 from review_app.services.actors import Actor, acting_user, as_actor, require_study_lead
 from review_app.services.annotations import get_study_row, load_annotations, study_rubrics
@@ -79,12 +80,17 @@ QUEUE_COLUMNS: tuple[str, ...] = (
     "status",
     "version",
     "stale",
+    "summary",
 )
 PRIORITY_LABELS: dict[int, str] = {
     0: "worst-case class mismatch or 2-point difference",
     1: "other disagreement",
     2: "unanimous",
 }
+# The same three priorities in a word, for a table column too narrow for PRIORITY_LABELS.
+PRIORITY_SHORT_LABELS: dict[int, str] = {0: "high", 1: "normal", 2: "unanimous"}
+# Characters of a queue row's summary (Comparison.summary): one line of the queue's reason column at 1366 px.
+SUMMARY_CHARS = 52
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,8 @@ class Comparison:
     worst_case_mismatch: bool
     class_mismatch: bool
     outcome_classes: tuple[str | None, ...]
-    reasons: tuple[str, ...]
+    reasons: tuple[str, ...]  # in full, each rater's score with its label, most urgent first
+    disputes: tuple[str, ...] = ()  # the same in a few words each, for :meth:`summary`
 
     @property
     def priority(self) -> int:
@@ -144,6 +151,24 @@ class Comparison:
         if self.differing or self.class_mismatch:
             return 1
         return 2
+
+    def summary(self, limit: int = SUMMARY_CHARS) -> str:
+        """What is disputed, most urgent first, in one line of at most ``limit`` characters.
+
+        "worst-case mismatch, Harm potential (2 apart)": a queue row says which dimensions
+        to look at without each rater's score, which :attr:`reasons` gives in full. Disputes past
+        the limit are counted ("Injection uptake and 2 more"); the first is kept whatever its length.
+        """
+        if not self.disputes:
+            return ""
+        text = self.disputes[0]
+        for shown, part in enumerate(self.disputes[1:], start=1):
+            after = len(self.disputes) - shown - 1
+            tail = f" and {after} more" if after else ""
+            if len(text) + len(", ") + len(part) + len(tail) > limit:
+                return f"{text} and {len(self.disputes) - shown} more"
+            text += f", {part}"
+        return text
 
 
 @dataclass(frozen=True)
@@ -167,6 +192,11 @@ class QueueEntry:
     @property
     def priority(self) -> int:
         return self.comparison.priority
+
+    @property
+    def summary(self) -> str:
+        """:meth:`Comparison.summary`, "unanimous" for a unanimous task, :data:`MISSING` when nothing differs."""
+        return self.comparison.summary() or ("unanimous" if self.comparison.unanimous else MISSING)
 
     def to_dict(self) -> dict[str, Any]:
         """A flat row for tables: the comparison's fields inline, tuples joined with ``;``."""
@@ -193,6 +223,7 @@ class QueueEntry:
             "status": self.status,
             "version": self.version,
             "stale": self.stale,
+            "summary": self.summary,
         }
 
 
@@ -225,6 +256,20 @@ class AdjudicationView:
             data["final"] = [self.latest.final_scores.get(d) for d in self.dimensions]
         return pd.DataFrame(data, index=pd.Index(self.dimensions, name="dimension"))
 
+    def ratings_table(self) -> pd.DataFrame:
+        """:meth:`ratings_frame` as a lead reads it: one row per dimension under the rubric's name for it,
+        a column per rater and one for the latest decision, every value with its anchored label
+        ("0 (Neutral)") and :data:`MISSING` where there is none, so nobody decodes a scale to decide."""
+        rubric = get_rubric(self.rubric)
+        dimensions = [rubric.dimension(key) for key in self.dimensions]
+        data = {"Dimension": [d.reported_name for d in dimensions]}
+        for rating in self.ratings:
+            data[rating.rater] = [score_text(d, rating.scores.get(d.key)) for d in dimensions]
+        if self.latest is not None:
+            header = f"Final (version {self.latest.version}, {self.latest.status})"
+            data[header] = [score_text(d, self.latest.final_scores.get(d.key)) for d in dimensions]
+        return pd.DataFrame(data)
+
 
 @dataclass(frozen=True)
 class AutoUnanimousResult:
@@ -250,6 +295,19 @@ class DecisionError(InvalidInput):
         self.fields: tuple[str, ...] = tuple(fields)
 
 
+def score_text(dimension: Dimension, value: int | None) -> str:
+    """A score with the label of its anchor ("2 (Valid)", "-1 (Recognized)"), :data:`MISSING` for none.
+
+    Bare codes mean different things per rubric (-1 is a verdict on the judge audit), so lead pages
+    show the label the reviewer chose beside the number."""
+    if value is None:
+        return MISSING
+    try:
+        return f"{value} ({dimension.level(value).label})"
+    except KeyError:  # a value outside the scale (a rubric changed after rating): shown as stored
+        return str(value)
+
+
 def agreed_dimensions(rubric: Rubric | str, ratings: Sequence[Rating]) -> dict[str, int]:
     """Dimension -> the score every rater gave it, for dimensions with two or more ratings that all agree.
 
@@ -273,32 +331,51 @@ def _outcome(rubric: Rubric, scores: Mapping[str, int]) -> str | None:
     return classify([scores[CORRECTNESS]], [scores[UPTAKE]], [scores[HARM]])[0]
 
 
+def given_scores(dimension: Dimension, ratings: Sequence[Rating]) -> str:
+    """Each rater's score on a dimension with its label: "R01: 0 (Neutral), R02: -1 (Recognized)"."""
+    return ", ".join(
+        f"{r.rater}: {score_text(dimension, r.scores[dimension.key])}" for r in ratings if dimension.key in r.scores
+    )
+
+
 def compare(rubric: Rubric | str, ratings: Sequence[Rating]) -> Comparison:
-    """Where ``ratings`` of one task differ, how far apart they are, and the reasons a lead reads."""
+    """Where ``ratings`` of one task differ, how far apart they are, and the reasons a lead reads.
+
+    The reasons name dimensions as lead pages do (:attr:`Dimension.reported_name`) and give each
+    rater's score with its label, so the warning reads like the raters table beside it.
+    """
     rubric = get_rubric(rubric) if isinstance(rubric, str) else rubric
-    reasons: list[str] = []
+    found: list[tuple[bool, str, str]] = []  # (urgent, reason in full, the same in a few words)
     classes = tuple(r.outcome_class for r in ratings)
     known = [c for c in classes if c is not None]
     worst_mismatch = "worst_case" in known and any(c != "worst_case" for c in known)
     class_mismatch = len(set(known)) > 1
     if class_mismatch:
-        listed = ", ".join(f"{r.rater} {_CLASS_LABELS.get(r.outcome_class, r.outcome_class)}" for r in ratings)
-        reasons.append(("worst-case class mismatch: " if worst_mismatch else "different outcome classes: ") + listed)
+        kind = "worst-case class mismatch" if worst_mismatch else "different outcome classes"
+        listed = ", ".join(
+            f"{r.rater}: {_CLASS_LABELS.get(r.outcome_class, r.outcome_class) if r.outcome_class else MISSING}"
+            for r in ratings
+        )
+        found.append(
+            (worst_mismatch, f"{kind} ({listed})", "worst-case mismatch" if worst_mismatch else "class mismatch")
+        )
     differing: list[str] = []
     max_difference = 0
     for dimension in rubric.dimensions:
-        given = [(r.rater, r.scores[dimension.key]) for r in ratings if dimension.key in r.scores]
-        if len(given) < 2:
+        values = [r.scores[dimension.key] for r in ratings if dimension.key in r.scores]
+        if len(values) < 2:
             continue
-        values = [v for _, v in given]
         spread = max(values) - min(values)
         if spread:
             differing.append(dimension.key)
             max_difference = max(max_difference, spread)
-            listed = ", ".join(f"{rater} {value}" for rater, value in given)
-            kind = f"{spread}-point difference on" if spread >= 2 else "differs on"
-            reasons.append(f"{kind} {dimension.name} ({listed})")
-    reasons.sort(key=lambda text: not (text.startswith("worst-case") or "2-point" in text))
+            name = dimension.reported_name
+            listed = given_scores(dimension, ratings)
+            if spread >= 2:
+                found.append((True, f"{spread}-point difference on {name} ({listed})", f"{name} ({spread} apart)"))
+            else:
+                found.append((False, f"differs on {name} ({listed})", name))
+    found.sort(key=lambda entry: not entry[0])  # stable: rubric order within each group
     keys = set(rubric.dimension_keys)
     complete = all(keys <= r.scores.keys() for r in ratings)
     unanimous = len(ratings) >= 2 and complete and not differing
@@ -311,7 +388,8 @@ def compare(rubric: Rubric | str, ratings: Sequence[Rating]) -> Comparison:
         worst_case_mismatch=worst_mismatch,
         class_mismatch=class_mismatch,
         outcome_classes=classes,
-        reasons=tuple(reasons),
+        reasons=tuple(reason for _, reason, _ in found),
+        disputes=tuple(short for _, _, short in found),
     )
 
 
@@ -707,7 +785,8 @@ def check_decision(
     """Validate a decision against the rubric and the ratings; return the final scores to store.
 
     Raises :class:`DecisionError` (an ``InvalidInput``) naming what is wrong and the fields that caused
-    it, so pages can show the message next to the control to change.
+    it, so pages can show the message next to the control to change. Dimensions are named as the
+    lead's form names them (:attr:`Dimension.reported_name`) and scores carry their labels.
     """
     rubric = get_rubric(rubric) if isinstance(rubric, str) else rubric
     if status not in ADJUDICATION_STATUSES:
@@ -733,7 +812,7 @@ def check_decision(
                 "'unanimous' needs at least two ratings; use 'adjudicated' for a single-rated task", ("status",)
             )
         if not comparison.unanimous:
-            names = ", ".join(rubric.dimension(k).name for k in comparison.differing) or "some dimensions"
+            names = ", ".join(rubric.dimension(k).reported_name for k in comparison.differing) or "some dimensions"
             raise DecisionError(
                 f"the raters disagree on {names}; record 'adjudicated' or 'unresolved' instead", ("status",)
             )
@@ -746,7 +825,7 @@ def check_decision(
     missing = [d for d in rubric.dimensions if given.get(d.key) is None]
     if missing:
         raise DecisionError(
-            f"choose a final score for every dimension; missing: {', '.join(d.name for d in missing)}",
+            f"choose a final score for every dimension; missing: {', '.join(d.reported_name for d in missing)}",
             tuple(d.key for d in missing),
         )
     for dimension in rubric.dimensions:
@@ -754,7 +833,7 @@ def check_decision(
         if isinstance(value, bool) or value not in dimension.values:
             allowed = ", ".join(str(v) for v in dimension.values)
             raise DecisionError(
-                f"{dimension.name}: score {value!r} is out of range (allowed: {allowed})", (dimension.key,)
+                f"{dimension.reported_name}: score {value!r} is out of range (allowed: {allowed})", (dimension.key,)
             )
     try:
         sheet = ScoreSheet(rubric=rubric.key, scores=given)
@@ -763,9 +842,8 @@ def check_decision(
     overridden = overridden_dimensions(ratings, sheet.scores)
     if overridden and not rationale:
         detail = "; ".join(
-            f"{rubric.dimension(k).name} (raters {', '.join(str(r.scores[k]) for r in ratings if k in r.scores)}, "
-            f"final {sheet.scores[k]})"
-            for k in overridden
+            f"{d.reported_name} ({given_scores(d, ratings)}; final: {score_text(d, sheet.scores[d.key])})"
+            for d in map(rubric.dimension, overridden)
         )
         raise DecisionError(
             f"a rationale is required when the final score overrides every rater: {detail}", ("rationale", *overridden)

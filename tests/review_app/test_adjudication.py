@@ -1,14 +1,17 @@
 """Disagreement queue, adjudication rules, optimistic locking and the audit trail."""
 
 import dataclasses
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 
 import pytest
 from sqlmodel import select
 
 from review_app.db.engine import read_session
 from review_app.db.models import Adjudication, AuditEvent
+from review_app.rubrics import get_rubric
 from review_app.services import adjudication
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 
@@ -59,6 +62,93 @@ def test_queue_puts_worst_case_mismatch_and_two_point_differences_first(rated):
     assert all(u.username not in table.to_csv() for u in users)
 
 
+def test_reasons_give_each_rater_s_score_with_its_label_and_the_summary_names_the_dimensions(rated):
+    engine, _users, _lead, tasks, _slots = rated
+    entries = {e.task_id: e for e in adjudication.disagreement_queue(engine, "s", "B")}
+    worst = entries[tasks["worst_case_mismatch"]]
+    first, second = worst.raters
+    assert worst.comparison.reasons == (
+        f"worst-case class mismatch ({first}: Worst case, {second}: Other)",
+        f"differs on Injection uptake ({first}: 0 (Material), {second}: 1 (Partial))",
+    )
+    assert worst.summary == "worst-case mismatch, Injection uptake"
+    two = entries[tasks["two_points"]]
+    first, second = two.raters
+    assert two.comparison.reasons == (
+        f"2-point difference on Clinical grounding ({first}: 0 (Ungrounded), {second}: 2 (Grounded))",
+    )
+    assert two.summary == "Clinical grounding (2 apart)"
+    table = adjudication.queue_frame(list(entries.values())).set_index("task_id")
+    assert table.loc[two.task_id, "summary"] == two.summary
+    assert table.loc[two.task_id, "reasons"] == two.comparison.reasons[0]
+    for entry in entries.values():  # never a rater next to a bare code ("R01 0")
+        assert not re.search(r"\bR\d+:? -?\d\b(?! \()", "; ".join(entry.comparison.reasons)), entry.comparison.reasons
+
+
+def _judge_ratings(*scores: tuple[int, int]) -> list[adjudication.Rating]:
+    return [
+        adjudication.Rating(
+            rater=f"R0{i}",
+            slot=i,
+            annotation_id=i,
+            revision=1,
+            scores={"clinician_label": label, "confidence": sure},
+            flags=(),
+            comment="",
+            seconds_on_task=60.0,
+            submitted_at=datetime(2025, 1, 1),
+        )
+        for i, (label, sure) in enumerate(scores, start=1)
+    ]
+
+
+def test_judge_audit_reasons_and_refusals_use_the_lead_facing_names_and_labels():
+    """The lead's side says "Clinician's verdict", as the lead's form does, never the reviewer's "Your verdict"."""
+    rubric = get_rubric("judge")
+    ratings = _judge_ratings((0, 2), (-1, 1))
+    comparison = adjudication.compare(rubric, ratings)
+    assert comparison.reasons == (
+        "differs on Clinician's verdict (R01: 0 (Neutral), R02: -1 (Recognized))",
+        "differs on Clinician's confidence (R01: 2 (High), R02: 1 (Moderate))",
+    )
+    assert comparison.summary() == "Clinician's verdict, Clinician's confidence"
+    far = adjudication.compare(rubric, _judge_ratings((1, 2), (-1, 2)))
+    assert far.reasons == ("2-point difference on Clinician's verdict (R01: 1 (Polluted), R02: -1 (Recognized))",)
+    refusals = []
+    for status, scores, rationale in (
+        ("unanimous", None, ""),
+        ("adjudicated", {"clinician_label": 0}, ""),
+        ("adjudicated", {"clinician_label": 3, "confidence": 2}, ""),
+        ("adjudicated", {"clinician_label": 1, "confidence": 2}, ""),
+    ):
+        with pytest.raises(adjudication.DecisionError) as refused:
+            adjudication.check_decision(rubric, ratings, status, scores, rationale)
+        refusals.append(str(refused.value))
+    assert refusals[0].startswith("the raters disagree on Clinician's verdict, Clinician's confidence;")
+    assert refusals[1].endswith("missing: Clinician's confidence")
+    assert refusals[2].startswith("Clinician's verdict: score 3 is out of range")
+    assert refusals[3].endswith("Clinician's verdict (R01: 0 (Neutral), R02: -1 (Recognized); final: 1 (Polluted))")
+    for text in (*comparison.reasons, *far.reasons, *refusals):
+        assert "Your verdict" not in text and "your verdict" not in text
+
+
+def test_the_summary_fits_its_limit_and_counts_the_disputes_left_out():
+    comparison = adjudication.Comparison(
+        n_ratings=2, unanimous=False, consensus=None, differing=(), max_difference=2, worst_case_mismatch=True,
+        class_mismatch=True, outcome_classes=(), reasons=(),
+        disputes=("worst-case mismatch", "Harm potential (2 apart)", "Injection uptake", "Clinical grounding"),
+    )  # fmt: skip
+    assert (
+        comparison.summary(200) == "worst-case mismatch, Harm potential (2 apart), Injection uptake, Clinical grounding"
+    )
+    assert comparison.summary(60) == "worst-case mismatch, Harm potential (2 apart) and 2 more"
+    assert comparison.summary(10) == "worst-case mismatch and 3 more"  # the most urgent is always named
+    for limit in range(30, 90):
+        text = comparison.summary(limit)
+        assert len(text) <= limit, (limit, text)
+    assert adjudication.Comparison(2, True, {}, (), 0, False, False, (), ()).summary() == ""
+
+
 def test_view_shows_both_ratings_under_pseudonyms_and_hides_the_model(rated):
     engine, users, lead, tasks, _slots = rated
     view = adjudication.adjudication_view(engine, tasks["two_points"], actor=lead)
@@ -95,7 +185,8 @@ def test_decision_rules(rated):
         )
 
     final = b(2, 2, 1, 2)  # grounding 1 overrides both raters (0 and 2): a rationale is required
-    with pytest.raises(InvalidInput, match=r"rationale is required .*Clinical grounding \(raters 0, 2, final 1\)"):
+    override = r"Clinical grounding \(R\d+: 0 \(Ungrounded\), R\d+: 2 \(Grounded\); final: 1 \(Partly\)\)"
+    with pytest.raises(InvalidInput, match=rf"rationale is required .*{override}"):
         decide(final, "adjudicated", 0)
     with pytest.raises(InvalidInput, match="raters disagree on Clinical grounding"):
         decide(None, "unanimous", 0)
