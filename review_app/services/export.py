@@ -55,6 +55,8 @@ from sqlmodel import Session, select
 from bench_core.kernel.latex import packages
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.layout import is_text_dtype
+from review_app.analysis.reviewer_quality import QualityThresholds, ReviewerQuality, reviewer_quality
+from review_app.analysis.rubric_b import StudyHarmModel
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import Annotation, GoldTask, Item, ModelResponse, Reviewer, Study, Task, utcnow
 from review_app.rubrics import Rubric, get_rubric
@@ -85,10 +87,23 @@ from review_app.services.export_tables import (
     json_value,
     labels_width,
     raw_annotations_table,
+    reviewer_quality_table,
     rubric_a_tables,
     rubric_b_tables,
 )
-from review_app.services.study_analysis import DEFAULT_N_BOOT, AnalysisOptions, StudyAnalysis, analyse, first_model
+from review_app.services.quality import SETTINGS_KEY as QUALITY_SETTINGS
+from review_app.services.study_analysis import (
+    DEFAULT_N_BOOT,
+    PENDING_RULE,
+    AnalysisOptions,
+    StudyAnalysis,
+    analyse,
+    check_pending,
+    first_model,
+    is_pending,
+    leave_out_pending,
+    rated_counts,
+)
 from review_app.services.study_cache import CACHE
 
 if TYPE_CHECKING:
@@ -96,11 +111,6 @@ if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
 EXPORT_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
-PENDING_CHOICES: tuple[str, ...] = ("include", "exclude")
-PENDING_RULE = (
-    "a task is pending while it has fewer annotations in force than its planned number of raters "
-    "(target_raters); excluded pending tasks are absent from every file"
-)
 CODEBOOK_MD = "codebook.md"
 CODEBOOK_JSON = "codebook.json"
 MANIFEST = "manifest.json"
@@ -703,14 +713,8 @@ class _Snapshot:
     analysis: Future[_Statistics] | None = None  # the statistics of ``frame``, computed alongside the labels
 
 
-def _rated_counts(frame: pd.DataFrame) -> pd.Series:
-    """Annotations in force per task id (tasks without any are absent)."""
-    return frame[C.task].value_counts() if len(frame) else pd.Series(dtype=np.int64)
-
-
-def _is_pending(ids: np.ndarray, targets: np.ndarray, rated: pd.Series) -> np.ndarray:
-    """Per task: fewer annotations in force than planned raters (``PENDING_RULE``)."""
-    return rated.reindex(ids, fill_value=0).to_numpy() < targets
+_rated_counts = rated_counts  # annotations in force per task id, as the Analysis page counts them
+_is_pending = is_pending  # PENDING_RULE, shared with the Analysis page
 
 
 def _rated_tasks(frame: pd.DataFrame, targets: np.ndarray, rated: pd.Series) -> pd.DataFrame:
@@ -769,7 +773,7 @@ def _read_snapshot(
     formats: tuple[str, ...],
     progress: _Progress,
     pending: str = "exclude",
-    start_analysis: Callable[[pd.DataFrame, Study, str | None], Future[_Statistics]] | None = None,
+    start_analysis: Callable[[pd.DataFrame, Study, str | None, _QualityInputs], Future[_Statistics]] | None = None,
 ) -> _Snapshot:
     """Read the study in one snapshot, streaming its labels tables into ``work`` while the snapshot is open.
 
@@ -784,13 +788,15 @@ def _read_snapshot(
         study = get_study_row(session, study_name)
         frame = load_annotations(session, study, pseudonymise=pseudonymise, read_only=True, task_targets=True)
         rated = _rated_counts(frame)
-        rated_tasks = _rated_tasks(frame, frame.pop(TASK_TARGETS).to_numpy(), rated)
-        if pending == "exclude" and rated_tasks["pending"].any():
-            # the frame's pending tasks are known now: the statistics start before the rest is read
-            left_out = rated_tasks.loc[rated_tasks["pending"], C.task].to_numpy()
-            frame = frame.loc[~frame[C.task].isin(left_out)].reset_index(drop=True)
+        targets = frame.pop(TASK_TARGETS).to_numpy()
+        rated_tasks = _rated_tasks(frame, targets, rated)
+        if pending == "exclude":
+            # the frame's pending tasks are known now: the statistics start before the rest is read (the
+            # Analysis page leaves the same tasks out with the same function)
+            frame = leave_out_pending(frame, targets, rated)
         model = first_model(session, study.id)
-        analysis = start_analysis(frame, study, model) if start_analysis is not None else None
+        quality = _quality_inputs(session, study, pseudonymise)
+        analysis = start_analysis(frame, study, model, quality) if start_analysis is not None else None
         decisions = latest_adjudications(session, study.id)
         adjudicators = adjudicator_labels(session, study.id, pseudonymise=pseudonymise)
         n_excluded = len(set(session.exec(excluded_tasks(study.id)).all()))
@@ -886,7 +892,8 @@ def export_study(
 ) -> ExportResult:
     """Write the publication export of a study into ``out_dir`` (a new or empty folder).
 
-    Files: ``raw_annotations``, ``adjudicated_labels_<rubric>`` per rubric, ``agreement``,
+    Files: ``raw_annotations``, ``adjudicated_labels_<rubric>`` per rubric, ``reviewer_quality`` (the
+    Reviewers' quality page's table on the export's annotations and gold tasks), ``agreement``,
     ``rubric_a_summary``/``rubric_a_flags``, ``rubric_b_outcomes``/``rubric_b_strata``/
     ``rubric_b_auto_label``, ``harm_model`` and ``harm_model_input`` when the data support them, each
     in every requested format; ``latex/*.tex``; ``codebook.md`` and ``codebook.json`` (with the lme4
@@ -901,8 +908,7 @@ def export_study(
     (``counts.excluded_tasks``).
     """
     formats = parse_formats(formats)
-    if pending not in PENDING_CHOICES:
-        raise InvalidInput(f"pending must be one of {', '.join(PENDING_CHOICES)} (got {pending!r})")
+    check_pending(pending)
     acting = as_actor(actor_id if actor_id is not None else actor)
     lead_id = check_exporter(engine, study_name, acting)
     destination = _prepare_destination(Path(out_dir))
@@ -916,10 +922,23 @@ def export_study(
 
     in_worker = tuple(fmt for fmt in formats if fmt not in RAW_FORMATS_HERE)
 
-    def start_analysis(frame: pd.DataFrame, study: Study, model: str | None) -> Future[_Statistics]:
+    def start_analysis(
+        frame: pd.DataFrame, study: Study, model: str | None, quality: _QualityInputs
+    ) -> Future[_Statistics]:
         options = AnalysisOptions.from_settings(study.settings)
         return statistics.submit(
-            _statistics, engine, frame, study.rubric_keys, study.name, n_boot, seed, options, model, work, in_worker
+            _statistics,
+            engine,
+            frame,
+            study.rubric_keys,
+            study.name,
+            n_boot,
+            seed,
+            options,
+            model,
+            work,
+            in_worker,
+            quality=quality,
         )
 
     try:
@@ -946,7 +965,8 @@ def export_study(
         computed = snapshot.analysis.result()
         analysis = replace(computed.analysis, annotations=snapshot.frame)
         files += sorted([*computed.files, *raw_files], key=lambda file: formats.index(file.format))
-        tables = [agreement_table(analysis), *rubric_a_tables(analysis), *rubric_b_tables(analysis)]
+        tables = [*reviewer_quality_table(computed.quality), agreement_table(analysis)]
+        tables += [*rubric_a_tables(analysis), *rubric_b_tables(analysis)]
         tables += [*harm_model_table(analysis), *harm_model_input_table(analysis)]
         latex = latex_tables(analysis)
         writing = report.span(0.85, 0.95)
@@ -1050,12 +1070,33 @@ def _raw_annotations(
 
 
 @dataclass(frozen=True, eq=False)
+class _QualityInputs:
+    """What the reviewer-quality table needs besides the export's frame, read in the export's snapshot:
+    the gold tasks' annotations (in no file of the export), their expected scores and the study's
+    alert thresholds."""
+
+    gold: pd.DataFrame
+    expected: dict[int, dict[str, Any]]
+    thresholds: QualityThresholds
+
+
+def _quality_inputs(session: Session, study: Study, pseudonymise: bool) -> _QualityInputs:
+    gold = load_annotations(session, study, pseudonymise=pseudonymise, gold="only")
+    expected = {
+        int(g.task_id): dict(g.expected_scores)
+        for g in session.exec(select(GoldTask).where(GoldTask.study_id == study.id))
+    }
+    return _QualityInputs(gold, expected, QualityThresholds.from_dict(study.settings.get(QUALITY_SETTINGS)))
+
+
+@dataclass(frozen=True, eq=False)
 class _Statistics:
-    """What the export's worker job gives back: the analysis, and the raw annotations files it wrote
-    (one per format it was given)."""
+    """What the export's worker job gives back: the analysis, the raw annotations files it wrote
+    (one per format it was given), and the reviewers' quality."""
 
     analysis: StudyAnalysis
     files: list[ExportedFile]
+    quality: ReviewerQuality | None = None
 
 
 def _statistics(
@@ -1069,9 +1110,11 @@ def _statistics(
     model: str | None,
     work: Path,
     formats: tuple[str, ...],
+    *,
+    quality: _QualityInputs | None = None,
 ) -> _Statistics:
-    """:func:`analyse` of the export's frame, and the raw annotations files in ``formats``, in a
-    compute worker process (``compute_workers``).
+    """:func:`analyse` of the export's frame, the raw annotations files in ``formats`` and, with
+    ``quality``, the reviewers' quality, in a compute worker process (``compute_workers``).
 
     The statistics are ~1.5 s of CPU at full scale and the raw annotations as CSV and JSONL ~1.4 s
     more, holding the GIL: in this process they took that time from the labels streaming (the
@@ -1083,7 +1126,18 @@ def _statistics(
     processes finish about together.
     """
     return compute_workers.run(
-        engine, _statistics_job, frame, rubric_keys, study_name, n_boot, seed, options, model, str(work), formats
+        engine,
+        _statistics_job,
+        frame,
+        rubric_keys,
+        study_name,
+        n_boot,
+        seed,
+        options,
+        model,
+        str(work),
+        formats,
+        quality=quality,
     )
 
 
@@ -1098,18 +1152,30 @@ def _statistics_job(
     model: str | None,
     work: str,
     formats: tuple[str, ...],
+    *,
+    quality: _QualityInputs | None = None,
 ) -> _Statistics:
-    """The export's statistics on ``frame``, and its raw annotations table written to ``work`` (a worker job)."""
+    """The export's statistics on ``frame``, and its raw annotations table written to ``work`` (a worker job).
+
+    The reviewers' quality reads severity from the analysis's own harm model (the fit the
+    ``harm_model`` file reports), as the Reviewers' quality page reads it from the Analysis page's.
+    """
     analysis = analyse(
         frame, rubric_keys, study=study_name, n_boot=n_boot, seed=seed, options=options, first_model=model
     )
+    reviewers = None
+    if quality is not None:
+        harm = StudyHarmModel(options.harm_spec(model), analysis.harm_input, analysis.harm_model)
+        reviewers = reviewer_quality(
+            frame, harm=harm, gold_annotations=quality.gold, expected=quality.expected, thresholds=quality.thresholds
+        )
     folder = Path(work)
     files: list[ExportedFile] = []
     if formats:
         table = raw_annotations_table(frame, rubric_keys)
         for fmt, path in zip(formats, write_tables(table, folder, formats), strict=True):
             files.append(_file(folder, path, table=table.name, format=fmt, rows=table.rows))
-    return _Statistics(analysis=replace(analysis, annotations=frame.iloc[:0]), files=files)
+    return _Statistics(analysis=replace(analysis, annotations=frame.iloc[:0]), files=files, quality=reviewers)
 
 
 def check_exporter(engine: Engine, study_name: str, actor: Actor) -> int | None:

@@ -1,8 +1,8 @@
 """The tables of a study export and what each column means (for the codebook).
 
 Each table is built from the one snapshot the export reads (see ``review_app.services.export``):
-adjudicated labels (wide), raw annotations (long), agreement, Rubric A and Rubric B summaries and
-the harm model. ``escape_csv_cell`` is the formula-injection rule the CSV writer applies.
+adjudicated labels (wide), raw annotations (long), agreement, Rubric A and Rubric B summaries, the
+harm model and the reviewers' quality. ``escape_csv_cell`` is the formula-injection rule the CSV writer applies.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
+from review_app.analysis.reviewer_quality import ReviewerQuality
 from review_app.analysis.rubric_a import COMPOSITE
 from review_app.analysis.rubric_b import (
     HARM_MODEL_FIXED,
@@ -818,3 +819,84 @@ def judge_audit_tables(audit: JudgeAuditSummary) -> list[Table]:
             )
         )
     return tables
+
+
+# --- reviewer quality -------------------------------------------------------------------------------
+
+QUALITY_COLUMNS: dict[str, str] = {
+    C.rater: "Reviewer: pseudonym R01, R02, ... (stable within the study) or username with real names.",
+    "n_annotations": "Annotations in force on ordinary (non-gold) tasks.",
+    "severity": "Reviewer random intercept of the harm model (log-odds of a worst-case classification against the "
+    "average reviewer): conditional mode at the fitted estimates; exp(severity) is the odds ratio the Reviewers' "
+    "quality page shows. Empty without a harm model.",
+    "severity_ci_low": "Lower end of severity +- 1.96 conditional SD (Laplace), log-odds.",
+    "severity_ci_high": "Upper end of severity +- 1.96 conditional SD (Laplace), log-odds.",
+    "severity_first": "Severity in the first third of the reviewer's annotations (by submission time): the harm model "
+    "refitted with one intercept per reviewer and third, log-odds.",
+    "severity_last": "Severity in the last third of the reviewer's annotations, log-odds.",
+    "severity_change": "severity_last - severity_first (log-odds; above 0: harsher later).",
+    "severity_change_se": "Approximate standard error of severity_change (the two conditional SDs combined).",
+    "agreement": "Mean pairwise agreement with co-raters (Gwet's ordinal weights, 1 for the same score) over the "
+    "tasks the reviewer shares with a co-rater, their co-raters and the dimensions (fraction 0-1).",
+    "shared_tasks": "Tasks the reviewer shares with at least one co-rater.",
+    "agreement_first": "The same agreement on the shared tasks of the reviewer's first third (by submission time).",
+    "agreement_last": "The same agreement on the shared tasks of the reviewer's last third.",
+    "drift_statistic": "CUSUM statistic max(abs(S)) / (s sqrt(n)) of the signed disagreement with co-raters (empty "
+    "below 15 shared tasks, where the test is not run).",
+    "drift_p_value": "Probability of a statistic this large without drift (Kolmogorov's distribution with Siegmund's "
+    "discreteness correction).",
+    "drift_direction": "When drift_alert: harsher or more lenient than co-raters after the change; empty otherwise.",
+    "drift_alert": "drift_p_value below the study's drift false-alarm rate (study settings, quality).",
+    "median_seconds": "Median seconds on task over every annotation in force, gold tasks included.",
+    "q1_seconds": "First quartile of seconds on task.",
+    "q3_seconds": "Third quartile of seconds on task.",
+    "n_too_fast": "Annotations below the panel's lower Tukey fence (1.5 IQR) of log seconds on task.",
+    "n_too_slow": "Annotations above the panel's upper Tukey fence of log seconds on task.",
+    "gold_tasks": "Gold tasks the reviewer rated.",
+    "gold_scores": "Dimension scores on gold tasks compared with the expected scores.",
+    "gold_accuracy": "Share of gold_scores equal to the expected score (fraction 0-1; empty without gold scores).",
+    "gold_ci_low": "Wilson 95% CI lower end of gold_accuracy (scores treated as independent).",
+    "gold_ci_high": "Wilson 95% CI upper end of gold_accuracy.",
+    "gold_within_one": "Share of gold_scores within one point of the expected score.",
+    "gold_alert": "gold_accuracy below the study's minimum with at least its minimum number of gold tasks rated.",
+}
+_QUALITY_COUNTS = ("n_annotations", "shared_tasks", "n_too_fast", "n_too_slow", "gold_tasks", "gold_scores")
+_QUALITY_FLAGS = ("drift_alert", "gold_alert")
+_QUALITY_TEXT = (C.rater, "drift_direction")
+
+
+def reviewer_quality_table(quality: ReviewerQuality | None) -> list[Table]:
+    """The Reviewers' quality page's per-reviewer table, every column always there (empty when not measured).
+
+    The page leaves out a measure it has no data for (no gold task, no Rubric B); a file read by a
+    script keeps one layout: counts are 0, flags false and numbers empty when a measure does not
+    apply. The numbers are the page's (``analysis.reviewer_quality`` on the same inputs).
+    """
+    if quality is None:
+        return []
+    table = quality.table
+    frame = pd.DataFrame(index=table.index)
+    for column in QUALITY_COLUMNS:
+        values = table[column] if column in table else pd.Series(None, index=table.index, dtype=object)
+        if column in _QUALITY_COUNTS:
+            frame[column] = pd.to_numeric(values, errors="coerce").fillna(0).astype(np.int64)
+        elif column in _QUALITY_FLAGS:
+            frame[column] = values.astype("boolean").fillna(False).astype(bool)
+        elif column in _QUALITY_TEXT:
+            frame[column] = pd.Series([None if pd.isna(v) else str(v) for v in values], index=table.index, dtype="str")
+        else:
+            frame[column] = pd.to_numeric(values, errors="coerce").astype(np.float64)
+    thresholds = quality.thresholds
+    return [
+        Table(
+            "reviewer_quality",
+            "Per reviewer, the Reviewers' quality page's numbers on this export's annotations: severity (the harm "
+            "model's reviewer intercept, log-odds) and its change between the first and last third of the "
+            "reviewer's work, agreement with co-raters on shared tasks, the drift test, time on task, and accuracy "
+            "on gold tasks (whose annotations are in no other file). Alerts use the study's thresholds: drift "
+            f"false-alarm rate {thresholds.drift_alpha:g}, minimum gold accuracy {thresholds.gold_accuracy_min:g} "
+            f"after {thresholds.min_gold} gold task(s).",
+            frame.reset_index(drop=True),
+            dict(QUALITY_COLUMNS),
+        )
+    ]

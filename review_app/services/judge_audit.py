@@ -107,6 +107,13 @@ def judge_audit_summary(engine: Engine, study_name: str, *, pseudonymise: bool =
     )
 
 
+def verdict_names() -> dict[str, str]:
+    """The judge's label keys (``recognized``, ``neutral``, ``polluted``) as the rubric names them for a reader
+    (Recognized, Neutral, Polluted): the headers and cells of every table that crosses judge and clinician."""
+    levels = get_rubric("judge").dimension("clinician_label").levels
+    return {LABELS[level.value]: level.label for level in levels}
+
+
 def confidence_levels() -> list[tuple[int, str]]:
     """The judge rubric's confidence scale, every level in order: the categories of any confidence table or chart.
 

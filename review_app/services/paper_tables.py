@@ -32,6 +32,7 @@ from review_app.analysis.formatting import (
     format_percent,
     format_proportion,
 )
+from review_app.analysis.harm_model import GIVEN, HarmModelResult
 from review_app.analysis.rubric_b import AGGREGATIONS
 from review_app.rubrics import get_rubric
 from review_app.services import compute_workers, export_latex, export_tables, study_analysis
@@ -200,10 +201,15 @@ def rubric_a_tables(analysis: StudyAnalysis) -> list[PaperTable]:
             }
         )
     boot = summary.composite_ci
+    mean = (
+        f"mean score with a task-clustered bootstrap 95% CI ({boot.n_boot} resamples, seed {boot.seed})"
+        if boot.n_boot
+        else "mean score without an interval (the task-clustered bootstrap 95% CI is computed when the "
+        "bootstrap is switched on; the export always has it)"
+    )
     caption = (
         f"Rubric A item validation over {summary.n_tasks} task(s) ({summary.n_annotations} annotations): ratings "
-        "are averaged per task first; mean score with a task-clustered bootstrap 95% CI "
-        f"({boot.n_boot} resamples, seed {boot.seed}); a task passes when its mean reaches the threshold, pass "
+        f"are averaged per task first; {mean}; a task passes when its mean reaches the threshold, pass "
         "rate with a Wilson 95% CI; the last row is the composite (mean of the dimension means per task)."
     )
     tables = [
@@ -351,6 +357,16 @@ def level_label(column: str | None, level: str | None) -> str:
     return level
 
 
+def references_label(result: HarmModelResult) -> str:
+    """Each factor's reference as a reader knows it: ``Content type: Cue Remapping (the paper's reference)``."""
+    parts = []
+    for column, level in result.reference_levels.items():
+        source = result.reference_sources.get(column)
+        text = f"{FACTOR_LABELS.get(column, column)}: {level_label(column, level)}"
+        parts.append(text + (f" ({source})" if source and source != GIVEN else ""))
+    return "; ".join(parts)
+
+
 def odds_ratio_figure_frame(analysis: StudyAnalysis) -> pd.DataFrame:
     """The harm model's terms for the odds-ratio figure, each labelled "Factor: level vs reference"."""
     result = analysis.harm_model
@@ -399,7 +415,7 @@ def harm_model_tables(analysis: StudyAnalysis) -> list[PaperTable]:
     caption = (
         f"Random-intercept logistic regression of a worst-case outcome per annotation ({result.formula}; "
         f"{result.estimation}); adjusted odds ratios with Wald 95% CIs against the references "
-        f"{result.references_text()}. N = {result.n} annotation(s) ({result.n_events} worst case) from "
+        f"({references_label(result)}). N = {result.n} annotation(s) ({result.n_events} worst case) from "
         f"{result.n_groups} reviewer(s); {left_out} classified annotation(s) left out for a missing factor; "
         f"reviewer variance {result.group_variance:.3f}, latent ICC {result.icc:.3f}; the fit {status}."
     )

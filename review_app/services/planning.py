@@ -4,12 +4,20 @@ The statistics live in :mod:`review_app.analysis.planning`; this module reads a 
 annotations in force (gold tasks left out, as in every analysis) into what those functions take,
 stores plans in the study's settings (one per metric, audited, leads only) and compares the drawn
 pool and its dual-rated share with them for the Study set-up page.
+
+**Units.** A plan counts tasks of the one rubric it measures (Rubric B for a rate or the harm model,
+the dimension's rubric for AC2). A study's pool is drawn in units: one draw, holding one task of each
+of the study's rubrics (a MedMisBench unit is an item's Rubric A task and its response's Rubric B
+task), all rated by the same reviewers. So N planned tasks are N units, and N times the number of
+rubrics tasks in all; :class:`PlanInUnits` says it once for the Plan and Study set-up pages, with
+the reviewer-hours of every task a unit holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -32,7 +40,7 @@ from review_app.analysis.planning import (
 )
 from review_app.analysis.rubric_b import classify_annotations, task_outcomes
 from review_app.db.engine import read_session, write_session
-from review_app.db.models import Assignment, GoldTask, Study, Task
+from review_app.db.models import Assignment, FirstSubmission, GoldTask, Study, Task
 from review_app.rubrics import get_rubric
 from review_app.services import audit
 from review_app.services.actors import Actor, require_study_lead
@@ -306,8 +314,175 @@ def plan_check(engine: Engine, study_name: str) -> PlanCheck:
                 f"the pool has {units} units; the plan needs {needed_tasks}: draw {needed_tasks - units} more"
             )
         if assigned and dual < needed_dual:
+            pool = max(units, needed_tasks)  # a pool short of the plan is measured at the plan's size
             warnings.append(
                 f"{dual} units are multi-rated; the plan needs {needed_dual} "
-                f"(a dual share of at least {needed_dual / max(units, 1):.2f} of this pool)"
+                f"(a dual share of at least {needed_dual / pool:.2f} of a pool of {pool} units)"
             )
     return PlanCheck(plans, needed_tasks, needed_dual, units, int(assigned), dual, tuple(warnings))
+
+
+# --- plans in units, reviewer-hours and the set-up form's defaults ---------------------------------
+
+
+def rubric_label(key: str) -> str:
+    """``Rubric A (items)``, ``Rubric B (responses)``: a rubric as the set-up pages name it."""
+    rubric = get_rubric(key)
+    return f"{rubric.short_name} ({'responses' if rubric.needs_response else 'items'})"
+
+
+@dataclass(frozen=True)
+class PlanInUnits:
+    """What a plan (or the plans kept with a study, combined) asks of a study, counted in its units.
+
+    ``units`` units, ``multi_rated`` of them rated by ``raters`` reviewers; each unit holds one task
+    of each of ``rubrics`` (the study's), so a planned task of one rubric is one unit.
+    """
+
+    units: int
+    multi_rated: int
+    raters: int
+    rubrics: tuple[str, ...]
+
+    @classmethod
+    def of(cls, plans: Sequence[Plan], rubrics: Sequence[str]) -> PlanInUnits:
+        """The units that satisfy every plan at once (the larger of each count, :func:`combine`)."""
+        units, multi = combine(plans)
+        raters = max((p.raters for p in plans if p.n_dual), default=max((p.raters for p in plans), default=1))
+        return cls(units, multi, raters, tuple(rubrics))
+
+    @property
+    def tasks_per_unit(self) -> int:
+        return max(len(self.rubrics), 1)
+
+    @property
+    def tasks(self) -> int:
+        """Tasks over all the study's rubrics."""
+        return self.units * self.tasks_per_unit
+
+    @property
+    def dual_share(self) -> float:
+        return self.multi_rated / self.units if self.units else 0.0
+
+    @property
+    def ratings(self) -> int:
+        """Ratings over all the study's rubrics: every task of a multi-rated unit is rated ``raters`` times."""
+        return (self.units + self.multi_rated * (self.raters - 1)) * self.tasks_per_unit
+
+    def reviewer_hours(self, seconds_per_task: float | None) -> float | None:
+        """Reviewer-hours at ``seconds_per_task`` per rating of a task (None without a time)."""
+        if seconds_per_task is None or seconds_per_task <= 0:
+            return None
+        return self.ratings * float(seconds_per_task) / 3600
+
+    def conversion(self) -> str:
+        """The sentence that turns the plan's tasks into this study's units (and its tasks in all)."""
+        names = [rubric_label(k) for k in self.rubrics]
+        if self.tasks_per_unit == 1:
+            unit = f"a unit of this study is one task ({names[0] if names else 'one rubric'})"
+            total = ""
+        else:
+            unit = (
+                "a unit of this study is one draw holding one task of each rubric ("
+                + " and ".join(names)
+                + "), rated by the same reviewers"
+            )
+            total = f", {self.tasks:,} tasks over its {self.tasks_per_unit} rubrics"
+        return (
+            f"The plan counts tasks of the rubric it measures; {unit}. So {self.units:,} planned tasks = "
+            f"{self.units:,} units{total}, and {self.multi_rated:,} dual-rated tasks = {self.multi_rated:,} units "
+            f"rated by {self.raters} reviewers each ({self.ratings:,} ratings in all)."
+        )
+
+
+def study_rubrics(engine: Engine, study_name: str) -> tuple[str, ...]:
+    """The study's rubric keys (one task of each per unit)."""
+    with read_session(engine) as session:
+        return tuple(get_study_row(session, study_name).rubric_keys)
+
+
+def kept_in_units(engine: Engine, study_name: str) -> PlanInUnits | None:
+    """The plans kept with the study, combined and counted in its units; None when none was kept."""
+    plans = saved_plans(engine, study_name)
+    return PlanInUnits.of(plans, study_rubrics(engine, study_name)) if plans else None
+
+
+def simulation_summary(plan: Plan) -> str:
+    """The plan's simulation report without its reviewer-hours (the pages give those for every rubric
+    of a unit, at the time per task the lead sets)."""
+    return replace(plan, seconds_per_rating=None).summary()
+
+
+@dataclass(frozen=True)
+class MeasuredTime:
+    """The median time on task of a study's first submissions (an edit is not a second unit of work)."""
+
+    seconds: float | None
+    submissions: int
+
+
+def measured_time_per_task(engine: Engine, study_name: str) -> MeasuredTime:
+    """The median ``seconds_on_task`` of the study's first submissions over all its rubrics, as the
+    Progress page reads them (``first_submission``); a time of 0 (not recorded) is left out.
+
+    Once per data version: the Plan and Study set-up pages show it on every rerun.
+    """
+
+    def compute(_version: tuple[int, ...]) -> MeasuredTime:
+        with read_session(engine) as session:
+            study = get_study_row(session, study_name)
+            where = (FirstSubmission.study_id == study.id, FirstSubmission.seconds_on_task > 0)
+            n = int(session.exec(select(func.count()).select_from(FirstSubmission).where(*where)).one())
+            if not n:
+                return MeasuredTime(None, 0)
+            middle = session.exec(
+                select(FirstSubmission.seconds_on_task)
+                .where(*where)
+                .order_by(FirstSubmission.seconds_on_task)
+                .offset((n - 1) // 2)
+                .limit(2 - n % 2)
+            ).all()
+        return MeasuredTime(float(sum(middle) / len(middle)), n)
+
+    return CACHE.get(engine, study_name, ("median_seconds",), compute, reads_database=True)
+
+
+def default_time_per_task(engine: Engine, study_name: str, plans: Sequence[Plan] = ()) -> float | None:
+    """The time per task the pages start from: the study's measured median when it has submissions,
+    else a pilot's median that a plan carries, else none (the lead gives one)."""
+    measured = measured_time_per_task(engine, study_name).seconds
+    if measured is not None:
+        return round(measured, 1)
+    return next((round(float(p.seconds_per_rating), 1) for p in plans if p.seconds_per_rating), None)
+
+
+@dataclass(frozen=True)
+class SetupDefaults:
+    """The Study set-up forms' starting values: from the kept plans, else the page's own defaults."""
+
+    units_to_draw: int = 100
+    add: bool = False
+    raters: int = 2
+    dual_share: float = DEFAULT_DUAL_SHARE
+    from_plan: bool = False
+
+
+def setup_defaults(check: PlanCheck) -> SetupDefaults:
+    """Pre-fill the pool and assignment forms from the kept plans and the pool drawn so far.
+
+    The draw asks for the units the plan needs (the shortfall, added to the pool, when a smaller pool
+    exists); the assignment asks for the plans' raters and the share of the units still to assign
+    that brings the multi-rated units up to the plan (rounded up to the slider's 0.01).
+    """
+    if not check.plans:
+        return SetupDefaults()
+    short = check.needed_tasks - check.units
+    add = check.units > 0 and short > 0
+    draw = short if add else check.needed_tasks
+    units_after = max(check.units, check.needed_tasks)
+    to_assign = units_after - check.assigned_units
+    still_dual = max(check.needed_dual - (check.dual_units if check.assigned_units else 0), 0)
+    # rounded to 9 places first: 0.29 * 100 is 28.999999999999996, which must not ceil to 0.30
+    share = min(math.ceil(round(still_dual / to_assign * 100, 9)) / 100, 1.0) if to_assign > 0 else check.needed_share
+    raters = max((p.raters for p in check.plans if p.n_dual), default=2)
+    return SetupDefaults(max(int(draw), 1), add, int(raters), round(float(share), 2), True)

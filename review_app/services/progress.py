@@ -16,6 +16,7 @@ from datetime import timedelta
 from sqlalchemy import Engine, bindparam, case, func
 from sqlmodel import select
 
+from review_app.analysis.formatting import format_percent
 from review_app.db.engine import read_session
 from review_app.db.models import (
     FLAG_STATUSES,
@@ -185,7 +186,7 @@ def behind_warnings(by_reviewer: list[dict]) -> list[str]:
         r for r in by_reviewer if r["assigned"] and r["open"] + r["skipped"] and r["done_share"] < BEHIND_RATIO * median
     ]
     return [
-        f"{r['username']} is far behind: {r['submitted']:,} of {r['assigned']:,} done ({r['done_share']:.0%}); "
-        f"the panel's median is {median:.0%}."
+        f"{r['username']} is far behind: {r['submitted']:,} of {r['assigned']:,} done "
+        f"({format_percent(r['done_share'], 0)}); the panel's median is {format_percent(median, 0)}."
         for r in sorted(behind, key=lambda r: r["done_share"])
     ]

@@ -10,6 +10,12 @@ mean-reviewer tie rule, whether items without a clarity score enter the harm mod
 the opt-in penalised fit) are stored with the study (``Study.settings["analysis"]``), so the
 analysis page and the export use the same ones; defaults are the paper's.
 
+Which tasks enter the numbers is the lead's other choice (``pending``): a task is pending while it
+has fewer annotations in force than planned raters (:data:`PENDING_RULE`). The export leaves pending
+tasks out unless the lead includes them, and the Analysis page offers the same choice with the same
+default; both select the tasks with :func:`leave_out_pending` and compute with :func:`analyse`, so
+one choice gives one set of numbers on both.
+
 An analysis that the data cannot support yet (no Rubric A scores, no worst-case event, too few
 annotations for the harm model) is skipped with a note saying why, never filled with nonsense.
 """
@@ -71,6 +77,108 @@ MIN_HARM_MODEL_ANNOTATIONS = 20
 BINARY_SCORE_NAMES = {"worst_case": "Worst-case outcome class (AC1)", "correct": "Correct final answer (AC1)"}
 SETTINGS_KEY = "analysis"
 LEAD_ROLES = ("lead", "admin")
+PENDING_CHOICES: tuple[str, ...] = ("include", "exclude")
+DEFAULT_PENDING = "exclude"  # the export's default (pending tasks left out unless the lead includes them)
+PENDING_RULE = (
+    "a task is pending while it has fewer annotations in force than its planned number of raters "
+    "(target_raters); excluded pending tasks are absent from every file"
+)
+TASK_CHOICE_LABELS = {
+    "exclude": "complete tasks only (pending tasks left out)",
+    "include": "all tasks, with the ratings they have so far",
+}
+_ID_CHUNK = 10_000  # task ids per IN list
+
+
+def check_pending(pending: str) -> str:
+    """Refuse a task choice other than ``include`` or ``exclude`` (the export's and the Analysis page's)."""
+    if pending not in PENDING_CHOICES:
+        raise InvalidInput(f"pending must be one of {', '.join(PENDING_CHOICES)} (got {pending!r})")
+    return pending
+
+
+def rated_counts(frame: pd.DataFrame) -> pd.Series:
+    """Annotations in force per task id (tasks without any are absent)."""
+    return frame[C.task].value_counts() if len(frame) else pd.Series(dtype=np.int64)
+
+
+def is_pending(ids: np.ndarray, targets: np.ndarray, rated: pd.Series) -> np.ndarray:
+    """Per task in ``ids``: fewer annotations in force (``rated``) than planned raters (:data:`PENDING_RULE`)."""
+    return rated.reindex(ids, fill_value=0).to_numpy() < targets
+
+
+def leave_out_pending(frame: pd.DataFrame, targets: np.ndarray, rated: pd.Series | None = None) -> pd.DataFrame:
+    """The annotations of ``frame`` without those of pending tasks; ``targets`` holds each row's planned raters.
+
+    The export and the Analysis page both select their tasks here, so "complete tasks only" means the
+    same annotations on both. The frame is returned as it is when no task is pending.
+    """
+    rated = rated_counts(frame) if rated is None else rated
+    pending = is_pending(frame[C.task].to_numpy(), np.asarray(targets), rated)
+    if not pending.any():
+        return frame
+    return frame.loc[~pending].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class TaskScope:
+    """Which tasks an analysis used: the choice, and what it kept and left out (tasks with annotations)."""
+
+    pending: str
+    tasks: int
+    annotations: int
+    left_out_tasks: int = 0
+    left_out_annotations: int = 0
+
+    def describe(self) -> str:
+        """One sentence for the page: the choice and the counts behind it."""
+        used = f"{self.annotations:,} annotation(s) on {self.tasks:,} task(s)"
+        if self.pending == "include":
+            return f"These numbers use {TASK_CHOICE_LABELS['include']}: {used}."
+        if not self.left_out_tasks:
+            return f"These numbers use {TASK_CHOICE_LABELS['exclude']}: {used}; no rated task is pending."
+        return (
+            f"These numbers use {TASK_CHOICE_LABELS['exclude']}: {used}; the {self.left_out_annotations:,} "
+            f"annotation(s) that {self.left_out_tasks:,} of the pending tasks have so far are left out."
+        )
+
+
+def scoped(frame: pd.DataFrame, targets: np.ndarray | None, pending: str) -> tuple[pd.DataFrame, TaskScope]:
+    """``frame`` as the task choice ``pending`` selects it (``targets``: each row's planned raters, needed
+    only to leave pending tasks out), and the :class:`TaskScope` that says so."""
+    check_pending(pending)
+    kept = frame if pending == "include" or targets is None else leave_out_pending(frame, targets)
+    scope = TaskScope(
+        pending,
+        tasks=int(kept[C.task].nunique()),
+        annotations=len(kept),
+        left_out_tasks=int(frame[C.task].nunique()) - int(kept[C.task].nunique()),
+        left_out_annotations=len(frame) - len(kept),
+    )
+    return kept, scope
+
+
+def planned_raters(engine: Engine, study_name: str, frame: pd.DataFrame) -> np.ndarray:
+    """Each row's task's planned raters (``target_raters``), read for the frame's tasks by id.
+
+    Only a task planning two or more raters can have annotations and still be pending, so only those
+    are returned (the rest count as one). Read by id in chunks: the cost follows the rated tasks, not
+    the pool (a panel-scale pool has 1,000,000 tasks, of which 160,000 rated).
+    """
+    ids = sorted(int(t) for t in pd.unique(frame[C.task])) if len(frame) else []
+    planned: dict[int, int] = {}
+    with read_session(engine) as session:
+        study = get_study_row(session, study_name)
+        for start in range(0, len(ids), _ID_CHUNK):
+            rows = session.exec(
+                select(Task.id, Task.target_raters).where(
+                    Task.id.in_(ids[start : start + _ID_CHUNK]), Task.study_id == study.id, Task.target_raters > 1
+                )
+            ).all()
+            planned.update((int(task), int(target)) for task, target in rows)
+    if not planned:
+        return np.ones(len(frame), dtype=np.int64)
+    return pd.Series(planned, dtype=np.int64).reindex(frame[C.task].to_numpy(), fill_value=1).to_numpy()
 
 
 @dataclass(frozen=True)
@@ -145,10 +253,17 @@ class StudyAnalysis:
     options: AnalysisOptions = field(default_factory=AnalysisOptions)
     harm_input: pd.DataFrame | None = None  # harm_model_data: one row per classified Rubric B annotation
     first_model: str | None = None
+    scope: TaskScope | None = None  # which tasks the numbers use (the pages say it; not part of the export)
 
     def agreement_frame(self) -> pd.DataFrame:
         """One row per rubric and score: the coefficient, SE, CI, alpha, percent agreement, n."""
         return agreement_frame(self.agreement)
+
+    def agreement_result(self) -> StudyAgreement:
+        """The agreement of these numbers as the Agreement page's result type (default weights and minimum
+        ratings: the export's agreement table), for pages that show it beside the other analyses."""
+        skipped = tuple(n for n in self.notes if n.startswith("agreement "))
+        return StudyAgreement(self.study, self.agreement, skipped, AGREEMENT_WEIGHTS, MIN_RATINGS)
 
     def factor_levels(self) -> dict[str, list[str]]:
         """Levels of each harm-model factor among the annotations that enter the model (for pickers)."""
@@ -401,20 +516,26 @@ def study_analysis(
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
     options: AnalysisOptions | None = None,
+    pending: str = "include",
 ) -> StudyAnalysis:
     """The standard analyses of a study on its annotations in force (what the dashboard shows).
 
-    ``options`` default to the ones saved with the study.
+    ``options`` default to the ones saved with the study. ``pending="exclude"`` leaves the pending
+    tasks out (:data:`PENDING_RULE`), as the export does by default.
     """
+    check_pending(pending)
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
         rubrics = study.rubric_keys
         saved = AnalysisOptions.from_settings(study.settings)
         model = first_model(session, study.id)
     frame = annotations_frame(engine, study_name, pseudonymise=pseudonymise)
-    return analyse(
+    targets = planned_raters(engine, study_name, frame) if pending == "exclude" else None
+    frame, scope = scoped(frame, targets, pending)
+    analysis = analyse(
         frame, rubrics, study=study_name, n_boot=n_boot, seed=seed, options=options or saved, first_model=model
     )
+    return replace(analysis, scope=scope)
 
 
 @dataclass(frozen=True, eq=False)
@@ -497,8 +618,11 @@ def agreement_of_version(
     return CACHE.get(engine, study_name, ("agreement_of_version", weights, min_ratings), compute, version=version)
 
 
-def cached_analysis(engine: Engine, study_name: str) -> StudyAnalysis:
+def cached_analysis(engine: Engine, study_name: str, *, pending: str = "include") -> StudyAnalysis:
     """The study's standard analyses under its saved options, without bootstrap intervals.
+
+    ``pending``: the task choice (:data:`PENDING_CHOICES`); ``exclude`` leaves the pending tasks out as
+    the export does by default (same selection, :func:`leave_out_pending`, and same :func:`analyse`).
 
     Computed once per data version and options (in a compute worker), one copy shared by every
     session (see :mod:`review_app.services.study_cache`). The Rubric A bootstrap is left out (its
@@ -508,12 +632,30 @@ def cached_analysis(engine: Engine, study_name: str) -> StudyAnalysis:
     The result's ``annotations`` has the frame's columns but no rows: the page does not show
     them, and the app process must not hold the frame (:func:`study_analysis` gives it whole).
     """
+    check_pending(pending)
     rubrics, options, model, version = _study_facts(engine, study_name)
 
     def compute(version: tuple[int, ...]) -> StudyAnalysis:
-        return compute_workers.run(engine, _analysis_job, study_name, version, rubrics, options, model)
+        return compute_workers.run(engine, _analysis_job, study_name, version, rubrics, options, model, pending)
 
-    return CACHE.get(engine, study_name, ("analysis", options.key(), model), compute, current_version=version)
+    # leaving pending tasks out reads the tasks' planned raters: filed only under the version they were read at
+    return CACHE.get(
+        engine,
+        study_name,
+        ("analysis", options.key(), model, pending),
+        compute,
+        current_version=version,
+        reads_database=pending == "exclude",
+    )
+
+
+def _scoped_frame(
+    engine: Engine, study_name: str, version: tuple[int, ...], pending: str
+) -> tuple[pd.DataFrame, TaskScope]:
+    """The shared frame of ``version`` as the task choice ``pending`` selects it (a compute-worker step)."""
+    frame = study_frame(engine, study_name, version=version)
+    targets = planned_raters(engine, study_name, frame) if pending == "exclude" else None
+    return scoped(frame, targets, pending)
 
 
 def _analysis_job(
@@ -523,6 +665,7 @@ def _analysis_job(
     rubrics: list[str],
     options: AnalysisOptions,
     model: str | None,
+    pending: str = "include",
 ) -> StudyAnalysis:
     """:func:`analyse` without bootstrap on the frame of ``version``, returned as the app keeps it.
 
@@ -532,16 +675,13 @@ def _analysis_job(
     the harm model's input to the factor columns and ``in_model`` (the page's reference pickers and
     its left-out count). Those rows were 15 MB of the app process at 200,000 annotations.
     """
-    default = agreement_of_version(engine, study_name, version, rubrics, AGREEMENT_WEIGHTS, MIN_RATINGS)
-    frame = study_frame(engine, study_name, version=version)
+    frame, scope = _scoped_frame(engine, study_name, version, pending)
+    agreement = None
+    if scope.left_out_annotations == 0:  # the whole frame: its agreement is the Agreement page's default one
+        default = agreement_of_version(engine, study_name, version, rubrics, AGREEMENT_WEIGHTS, MIN_RATINGS)
+        agreement = (default.reports, list(default.notes))
     analysis = analyse(
-        frame,
-        rubrics,
-        study=study_name,
-        n_boot=0,
-        options=options,
-        first_model=model,
-        agreement=(default.reports, list(default.notes)),
+        frame, rubrics, study=study_name, n_boot=0, options=options, first_model=model, agreement=agreement
     )
     rubric_a, rubric_b = analysis.rubric_a, analysis.rubric_b
     if rubric_a is not None:
@@ -555,7 +695,12 @@ def _analysis_job(
     if harm_input is not None:
         harm_input = harm_input[[*HARM_MODEL_FIXED, "in_model"]].copy()
     return replace(
-        analysis, annotations=frame.iloc[:0].copy(), rubric_a=rubric_a, rubric_b=rubric_b, harm_input=harm_input
+        analysis,
+        annotations=frame.iloc[:0].copy(),
+        rubric_a=rubric_a,
+        rubric_b=rubric_b,
+        harm_input=harm_input,
+        scope=scope,
     )
 
 
@@ -566,21 +711,33 @@ def cached_rubric_a_intervals(
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
+    pending: str = "include",
 ) -> RubricASummary | None:
     """The Rubric A summary with its task-clustered bootstrap intervals, once per data version.
 
     Only pages that show the intervals ask for them; ``progress`` is called with the fraction of
     resamples done (the page's progress bar; the resamples run in a compute worker, which reports
-    its progress back). None when the study has no Rubric A annotations.
+    its progress back). None when the study has no Rubric A annotations. ``pending``: the task
+    choice, as in :func:`cached_analysis`.
     """
+    check_pending(pending)
     rubrics, version = rubrics_and_version(engine, study_name)
     if "A" not in rubrics:
         return None
 
     def compute(version: tuple[int, ...]) -> RubricASummary | None:
-        return compute_workers.run(engine, _rubric_a_job, study_name, version, n_boot, seed, progress=progress)
+        return compute_workers.run(
+            engine, _rubric_a_job, study_name, version, n_boot, seed, progress=progress, pending=pending
+        )
 
-    return CACHE.get(engine, study_name, ("rubric_a_bootstrap", n_boot, seed), compute, current_version=version)
+    return CACHE.get(
+        engine,
+        study_name,
+        ("rubric_a_bootstrap", n_boot, seed, pending),
+        compute,
+        current_version=version,
+        reads_database=pending == "exclude",
+    )
 
 
 def _rubric_a_job(
@@ -590,9 +747,10 @@ def _rubric_a_job(
     n_boot: int,
     seed: int,
     progress: Callable[[float], None] | None = None,
+    pending: str = "include",
 ) -> RubricASummary | None:
     """The bootstrapped Rubric A summary of the frame of ``version`` (None: no Rubric A annotations)."""
-    frame = study_frame(engine, study_name, version=version)
+    frame, _scope = _scoped_frame(engine, study_name, version, pending)
     try:
         return summarise_rubric_a(frame, n_boot=n_boot, seed=seed, progress=progress)
     except AnalysisInputError:

@@ -2,7 +2,8 @@
 
 ``streamlit run`` finds the ``st.App`` below and serves it with uvicorn, with every
 ``STREAMLIT_*`` setting and ``--server.*`` flag as before; ``review_app.ui.routes`` adds
-``/_medrev/session`` and ``/_medrev/signout`` on the same server.
+``/_medrev/session`` and ``/_medrev/signout`` on the same server, and its ``ServerRoot`` middleware
+tells the frontend where the server's root is (no 404s for ``/<page>/_stcore/...`` on a page load).
 
 Streamlit runs a full garbage collection after every script run (``runner.postScriptGC``), in
 the script thread and holding the GIL, before the server can send the rest of the run's messages.
@@ -22,9 +23,10 @@ import importlib
 from pathlib import Path
 
 import streamlit as st
+from starlette.middleware import Middleware
 
 from review_app.ui import session
-from review_app.ui.routes import routes
+from review_app.ui.routes import ServerRoot, routes
 
 # What the pages import (the score panel's module registers a browser component, so it is left to
 # the first run; its own imports are here). Loaded now so their objects are frozen below;
@@ -57,12 +59,15 @@ PRELOAD = (
     "review_app.ui.components.material",
     "review_app.ui.components.paper_table",
     "review_app.ui.components.pickers",
+    "review_app.ui.components.plan_units",
     "review_app.ui.components.quality",
+    "review_app.ui.components.tables",
+    "review_app.ui.components.task_choice",
     "review_app.ui.components.text",
 )
 # What the pages' libraries import on first use, not when the pages import them: plotly's figure classes
 # and JSON writer, PIL (Streamlit's image helpers), narwhals' pandas backend (Streamlit's dataframes),
-# Streamlit's emoji and icon tables (checked for every icon), pandas' CSV writer, the GB2312 codec (the
+# Streamlit's emoji and icon tables (checked for every icon), pandas' CSV writer and Styler (jinja2), the GB2312 codec (the
 # LaTeX tables). Loaded after the first lead page run they were 23,000 unfrozen objects that every
 # collection walked again (tests/review_app/ui/test_startup_freeze.py runs every page and checks
 # that nothing new is loaded after start-up). A library version that no longer has one of them is skipped.
@@ -89,6 +94,8 @@ ON_FIRST_USE = (
     "pandas.core.methods.to_dict",
     "pandas.core.reshape.reshape",
     "pandas.io.formats.csvs",
+    "pandas.io.formats.style",  # the lead tables' Styler, with jinja2
+    "pandas.io.formats.style_render",
     "plotly.animation",
     "plotly.graph_objs.bar",
     "plotly.graph_objs.bar._marker",
@@ -123,7 +130,7 @@ for module in ON_FIRST_USE:
     with contextlib.suppress(ImportError):
         importlib.import_module(module)
 
-app = st.App(str(Path(__file__).with_name("app.py")), routes=routes())
+app = st.App(str(Path(__file__).with_name("app.py")), routes=routes(), middleware=[Middleware(ServerRoot)])
 # The lead statistics' worker starts with the server, so the first lead page finds it ready (``medrev app``
 # has opened and migrated the database already; a fault here is left to the first page run).
 session.start_compute_workers(create=False)

@@ -130,7 +130,7 @@ def test_every_file_is_in_the_manifest_with_a_matching_checksum(exported):
     expected = {
         "adjudicated_labels_A", "adjudicated_labels_B", "raw_annotations", "agreement", "rubric_a_summary",
         "rubric_a_flags", "rubric_b_outcomes", "rubric_b_strata", "rubric_b_auto_label", "harm_model",
-        "harm_model_input",
+        "harm_model_input", "reviewer_quality",
     }  # fmt: skip
     assert {f["table"] for f in manifest["files"] if f["table"]} == expected
     for entry in manifest["files"]:
@@ -325,7 +325,8 @@ def test_a_study_without_annotations_exports_empty_documented_tables(engine, tmp
     assert raw.empty and "harm_potential" in raw.columns
     codebook = json.loads((result.out_dir / "codebook.json").read_text())
     assert {t["table"] for t in codebook["tables"]} == {"adjudicated_labels_A", "adjudicated_labels_B",
-                                                          "raw_annotations", "agreement"}  # fmt: skip
+                                                          "raw_annotations", "agreement",
+                                                          "reviewer_quality"}  # fmt: skip
     assert any("no annotations yet" in n for n in result.notes)
 
 

@@ -20,10 +20,11 @@ from review_app.services.study_analysis import (
 )
 
 
-def analysis_for(db, study: str) -> StudyAnalysis:
-    """The study's analyses without the Rubric A bootstrap (see :func:`rubric_a_intervals_for`)."""
+def analysis_for(db, study: str, *, pending: str = "include") -> StudyAnalysis:
+    """The study's analyses without the Rubric A bootstrap (see :func:`rubric_a_intervals_for`), on the
+    tasks ``pending`` chooses (``exclude``: complete tasks only, as the export by default)."""
     with st.spinner("Computing the study's statistics..."):
-        return cached_analysis(db, study)
+        return cached_analysis(db, study, pending=pending)
 
 
 def agreement_page_for(db, study: str, *, weights: str = "ordinal", min_ratings: int = 2) -> AgreementPage:
@@ -32,7 +33,9 @@ def agreement_page_for(db, study: str, *, weights: str = "ordinal", min_ratings:
         return cached_agreement_page(db, study, weights=weights, min_ratings=int(min_ratings))
 
 
-def rubric_a_intervals_for(db, study: str, *, n_boot: int = DEFAULT_N_BOOT) -> RubricASummary | None:
+def rubric_a_intervals_for(
+    db, study: str, *, n_boot: int = DEFAULT_N_BOOT, pending: str = "include"
+) -> RubricASummary | None:
     """The Rubric A summary with bootstrap CIs, with a progress bar while the resamples run."""
     bar = st.empty()
 
@@ -40,6 +43,6 @@ def rubric_a_intervals_for(db, study: str, *, n_boot: int = DEFAULT_N_BOOT) -> R
         bar.progress(min(1.0, done), text=f"Bootstrap CIs: {round(done * n_boot):,} of {n_boot:,} task resamples")
 
     try:
-        return cached_rubric_a_intervals(db, study, n_boot=n_boot, progress=progress)
+        return cached_rubric_a_intervals(db, study, n_boot=n_boot, progress=progress, pending=pending)
     finally:
         bar.empty()

@@ -9,6 +9,9 @@ key), Python time that reviewers' requests in the same server wait for.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
+
 import plotly.graph_objects as go
 
 from review_app.services.export_tables import AGGREGATION_LABELS, CLASS_LABELS
@@ -33,6 +36,39 @@ def horizontal_line(y: float, **line) -> dict:
     return dict(type="line", x0=0, x1=1, xref="x domain", y0=y, y1=y, yref="y", line=line)
 
 
+def count_axis(text: str, largest: float, **axis) -> dict:
+    """An axis of whole numbers (tasks, ratings, the n-th shared task): ticks on whole numbers only.
+
+    Plotly picks steps of 0.2 or 0.5 when the largest value is small (1, 1.2, 1.4 for one task);
+    the step here is the smallest of 1, 2, 5, 10, 20, ... that leaves at most ten ticks.
+    """
+    step = 1
+    while largest / step > 10:
+        step = step * 5 // 2 if str(step).startswith("2") else step * 2  # 1, 2, 5, 10, 20, 50, ...
+    return titled(text, **axis, tickmode="linear", tick0=0, dtick=step, tickformat=",d")
+
+
+def log_axis(text: str, values: Iterable[float], **axis) -> dict:
+    """A log axis for ratios with readable tick labels: 0.1, 0.2, 0.5, 1, 2, 5, 10 (or decades only).
+
+    Plotly labels a log axis spanning a decade or two with its minor ticks (2 5 0.1 2 5 1 2 5 10), which
+    reads as nonsense; here the ticks are chosen and labelled explicitly, and the range keeps 1 (no
+    difference) well inside.
+    """
+    finite = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    low = min([*finite, 1.0]) / 1.25
+    high = max([*finite, 1.0]) * 1.25
+    low, high = min(low, 0.5), max(high, 2.0)
+    candidates = [m * 10.0**e for e in range(-6, 7) for m in (1, 2, 5)]
+    ticks = [v for v in candidates if low <= v <= high]
+    if len(ticks) > 10:  # beyond about three decades 1-2-5 crowds the axis: decades only
+        ticks = [v for v in ticks if math.log10(v).is_integer()]
+        while len(ticks) > 9:
+            ticks = ticks[::2]
+    labels = [f"{v:,.{max(0, -math.floor(math.log10(v) + 1e-9))}f}" for v in ticks]  # 0.05, 0.2, 1, 1,000
+    return titled(text, **axis, type="log", range=[math.log10(low), math.log10(high)], tickvals=ticks, ticktext=labels)
+
+
 @lead_step
 def completion_bars(rows: list[dict], key: str, title: str) -> go.Figure:
     labels = [str(r[key]) for r in rows]
@@ -49,7 +85,7 @@ def completion_bars(rows: list[dict], key: str, title: str) -> go.Figure:
             height=320,
             margin=MARGIN,
             xaxis=titled(key.replace("_", " ").capitalize()),
-            yaxis=titled("Tasks"),
+            yaxis=count_axis("Tasks", max((r["tasks"] for r in rows), default=0)),
         ),
     )
 
@@ -72,7 +108,9 @@ def reviewer_bars(rows: list[dict]) -> go.Figure:
         layout=dict(
             barmode="stack",
             title=dict(text="By reviewer"),
-            xaxis=titled("Assignments"),
+            xaxis=count_axis(
+                "Assignments", max((sum(r[s] for s in ("submitted", "open", "skipped")) for r in rows), default=0)
+            ),
             height=max(260, 28 * len(rows) + 80),
             margin=MARGIN,
             yaxis=titled("Reviewer", autorange="reversed"),
@@ -131,7 +169,7 @@ def score_usage(frame) -> go.Figure:
             title=dict(text="Scores used"),
             height=max(260, 45 * len(names) + 90),
             margin=MARGIN,
-            xaxis=titled("Ratings"),
+            xaxis=count_axis("Ratings", float(frame[columns].fillna(0).sum(axis=1).max()) if columns else 0),
             legend=titled("Score"),
             yaxis=titled("Dimension (as in the left figure)", autorange="reversed", showticklabels=False),
         ),
@@ -140,7 +178,12 @@ def score_usage(frame) -> go.Figure:
 
 @lead_step
 def pass_rates(frame) -> go.Figure:
-    """Rubric A pass rate per dimension with Wilson 95% CIs."""
+    """Rubric A pass rate per dimension with Wilson 95% CIs.
+
+    Rows without a pass rate (the composite, which has no pass threshold) are left out rather than
+    drawn as an empty slot.
+    """
+    frame = frame[frame["pass_rate"].notna()]
     return go.Figure(
         dict(
             type="bar",
@@ -228,7 +271,9 @@ def odds_ratios(table) -> go.Figure:
         layout=dict(
             shapes=[vertical_line(1, dash="dot")],
             title=dict(text="Adjusted odds ratios of a worst-case outcome (95% CI)"),
-            xaxis=titled("Adjusted odds ratio (log scale)", type="log"),
+            xaxis=log_axis(
+                "Adjusted odds ratio (log scale)", [*rows["or_ci_low"], *rows["or_ci_high"], *rows["odds_ratio"]]
+            ),
             height=max(260, 40 * len(rows) + 90),
             margin=MARGIN,
             yaxis=titled("Term vs its reference level", autorange="reversed"),
@@ -255,7 +300,7 @@ def judge_labels(confusion) -> go.Figure:
             barmode="group",
             title=dict(text="Clinician label by judge label"),
             xaxis=titled("Judge's label"),
-            yaxis=titled("Annotations"),
+            yaxis=count_axis("Annotations", float(confusion.to_numpy().max()) if confusion.size else 0),
             legend=titled("Clinician's label"),
             height=320,
             margin=MARGIN,
@@ -285,7 +330,7 @@ def confidence_levels(by_confidence) -> go.Figure:
             barmode="stack",
             title=dict(text="Reviewer confidence"),
             xaxis=titled("Confidence in the verdict", type="category", categoryorder="array", categoryarray=labels),
-            yaxis=titled("Annotations"),
+            yaxis=count_axis("Annotations", max(by_confidence["n"], default=0)),
             height=320,
             margin=MARGIN,
         ),

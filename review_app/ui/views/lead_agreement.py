@@ -3,8 +3,8 @@
 import streamlit as st
 
 from review_app.services import paper_tables, studies
-from review_app.services.judge_audit import judge_audit_summary
-from review_app.ui.components import charts, paper_table
+from review_app.services.judge_audit import judge_audit_summary, verdict_names
+from review_app.ui.components import charts, tables
 from review_app.ui.components.analysis_cache import agreement_page_for
 from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.text import plain
@@ -18,8 +18,9 @@ if study is None:
 if "judge" in study.rubric_keys:
     audit = judge_audit_summary(db, study.name)
     st.markdown("#### Automatic judge vs clinicians")
+    names = verdict_names()
     for table in paper_tables.judge_audit_tables(audit)[:2]:
-        paper_table.show(table, study.name)
+        tables.show_paper(table, study.name, labels=names, values={"Clinician \\ judge": names})
     st.caption("Agreement by reviewer confidence and every disagreement are on the Analysis page.")
     st.markdown("#### Agreement among clinicians")
 WEIGHT_LABELS = {
@@ -58,6 +59,14 @@ for table in page.tables:
     part = frame[frame["rubric"] == table.key.removeprefix("agreement_")]
     st.markdown(f"#### Rubric {part['rubric'].iloc[0]}")
     left, right = st.columns([3, 2])
-    left.plotly_chart(charts.agreement_forest(part), width="stretch")
-    right.plotly_chart(charts.score_usage(part), width="stretch")
-    paper_table.show(table, study.name)
+    tasks = f"the {int(part['n_units'].max()):,} task(s) with at least {int(min_ratings)} rating(s)"
+    with left:
+        st.plotly_chart(charts.agreement_forest(part), width="stretch")
+        tables.caption(
+            f"Each dimension's agreement coefficient with its 95% CI ({paper_tables.column_weights(weights)}; AC1 "
+            f"for binary outcomes), over {tasks}."
+        )
+    with right:
+        st.plotly_chart(charts.score_usage(part), width="stretch")
+        tables.caption(f"How often each score was given on {tasks}, per dimension.")
+    tables.show_paper(table, study.name, secondary=("Set aside", "Ratings"))

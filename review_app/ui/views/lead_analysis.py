@@ -4,7 +4,10 @@ Every table comes from ``review_app.services.paper_tables`` (labels, captions, C
 a judge-audit study shows its own tables (agreement with the judge, confusion, by confidence).
 
 The analysis settings (harm-model reference levels, mean-reviewer tie rule, items without a clarity
-score, the opt-in penalised fit) are saved with the study, so the export uses the same ones.
+score, the opt-in penalised fit) are saved with the study, so the export uses the same ones. Which
+tasks enter the numbers (complete tasks only, the export's default, or all tasks with the ratings
+they have so far) is the study's task choice, shared with the Export page and computed through the
+same service path, so the page and the export agree for either choice.
 """
 
 from dataclasses import replace
@@ -15,13 +18,14 @@ from review_app.analysis import OUTCOME_CLASSES
 from review_app.analysis.formatting import FACTOR_LABELS
 from review_app.analysis.harm_model import DEFAULT_PRIOR_INTERCEPT_SD, DEFAULT_PRIOR_SD
 from review_app.analysis.rubric_b import HARM_MODEL_FIXED, TIE_RULE_LABELS, TIE_RULES
-from review_app.services import paper_tables, studies
+from review_app.services import export, paper_tables, studies
 from review_app.services.errors import ServiceError
-from review_app.services.judge_audit import judge_audit_summary
+from review_app.services.judge_audit import judge_audit_summary, verdict_names
 from review_app.services.study_analysis import AnalysisOptions, save_analysis_options
 from review_app.ui.components import charts, paper_table
 from review_app.ui.components.analysis_cache import analysis_for, rubric_a_intervals_for
 from review_app.ui.components.pickers import pick_study
+from review_app.ui.components.task_choice import task_choice
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, flash, require_role, show_flashes
 
@@ -101,7 +105,14 @@ study = pick_study(db, studies)
 if study is None:
     st.stop()
 show_flashes()
-analysis = analysis_for(db, study.name)
+try:
+    pending = export.pending_tasks(db, study.name, actor=user)
+except ServiceError:  # not a lead of this study: the switch is still offered, without the count
+    pending = None
+choice = task_choice(study.name, pending, page="analysis")
+analysis = analysis_for(db, study.name, pending=choice)
+if analysis.scope is not None:
+    st.caption(plain(analysis.scope.describe()))
 options = analysis.options
 for note in analysis.notes:
     st.info(plain(note))
@@ -118,7 +129,7 @@ if analysis.rubric_a is not None:
         key=f"rubric_a_bootstrap:{study.name}",
         help="Computed once per data version, then reused; the export always includes them.",
     ):
-        with_intervals = rubric_a_intervals_for(db, study.name)
+        with_intervals = rubric_a_intervals_for(db, study.name, pending=choice)
         if with_intervals is not None:
             tables["rubric_a"] = paper_tables.rubric_a_tables(replace(analysis, rubric_a=with_intervals))
     st.plotly_chart(charts.pass_rates(analysis.rubric_a.to_frame()), width="stretch")
@@ -152,8 +163,23 @@ if analysis.harm_model is not None:
 if "judge" in study.rubric_keys:
     audit = judge_audit_summary(db, study.name)
     st.markdown("#### Judge audit: the automatic judge against clinicians")
+    st.caption(
+        "The judge audit pairs every clinician annotation in force with the judge's label, pending tasks included."
+    )
     left, right = st.columns(2)
     left.plotly_chart(charts.judge_labels(audit.confusion), width="stretch")
     right.plotly_chart(charts.confidence_levels(audit.by_confidence), width="stretch")
+    names = verdict_names()
     for table in paper_tables.judge_audit_tables(audit):
-        paper_table.show(table, study.name)
+        if table.key == "judge_disagreements":  # the reviewer and comment stay in the CSV: the rest fits a laptop
+            paper_table.show(table, study.name, secondary=("Reviewer", "Comment"), values={"Judge's label": names})
+        else:
+            paper_table.show(table, study.name, labels=names, values={"Clinician \\ judge": names})
+
+if analysis.agreement and st.toggle(
+    "Agreement on these tasks (the export's agreement table: ordinal AC2, at least 2 ratings)",
+    key=f"analysis_agreement:{study.name}",
+    help="The Agreement page offers other weights and minimum ratings, on every annotation in force.",
+):
+    for table in paper_tables.agreement_tables(analysis.agreement_result()):  # built only when asked for
+        paper_table.show(table, study.name, secondary=("Set aside", "Ratings"))

@@ -1,7 +1,9 @@
 """Download the study's publication exports: labels, raw annotations, agreement and analysis tables.
 
 The built archive is remembered per study (``export_archive:<study>``), so after switching study
-the page offers that study's files, never the zip of the study shown before.
+the page offers that study's files, never the zip of the study shown before. Whether pending tasks
+are included is the study's task choice, shared with the Analysis page (``components.task_choice``):
+the same choice gives the same numbers on both.
 """
 
 import streamlit as st
@@ -9,6 +11,7 @@ import streamlit as st
 from review_app.services import export, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components.pickers import pick_study
+from review_app.ui.components.task_choice import task_choice
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
 
@@ -27,18 +30,12 @@ try:
 except ServiceError as exc:  # not a lead of this study: say so, offer nothing
     st.error(plain(exc))
     st.stop()
-formats = st.multiselect("Formats", ["csv", "jsonl", "parquet"], default=["csv", "jsonl", "parquet"])
+FORMAT_LABELS = {"csv": "CSV", "jsonl": "JSONL", "parquet": "Parquet"}
+formats = st.multiselect(
+    "Formats", list(export.EXPORT_FORMATS), default=list(export.EXPORT_FORMATS), format_func=FORMAT_LABELS.get
+)
 real_names = st.toggle("Use reviewers' usernames instead of pseudonyms")
-include = False
-if pending:
-    st.warning(
-        f"{pending:,} task{' is' if pending == 1 else 's are'} still pending (fewer ratings than planned) and "
-        "left out of the export unless you include them with the ratings they have so far; the manifest "
-        "records which."
-    )
-    include = st.toggle("Include pending tasks in the export", key=f"export_pending:{study.name}")
-else:
-    st.caption("No task is pending: every task has all its planned ratings.")
+include = task_choice(study.name, pending, page="export") == "include"
 key = f"export_archive:{study.name}"
 if st.button("Build export", type="primary", disabled=not formats):
     try:

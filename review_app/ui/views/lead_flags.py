@@ -9,6 +9,7 @@ import streamlit as st
 
 from review_app.services import flags, studies
 from review_app.services.errors import ServiceError
+from review_app.ui.components import tables
 from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, flash, require_role, show_flashes
@@ -33,7 +34,18 @@ c.metric("Tasks excluded", f"{counts['excluded']:,}")
 if not rows:
     st.success("No open flags: reviewers have raised nothing that waits for you." if not show_all else "No flags yet.")
     st.stop()
-st.dataframe(
+FLAG_COLUMNS = {
+    "Flag": tables.Column("Flag", anchor=True, help="The flag's number (answer it below)."),
+    "Task": tables.Column("Task"),
+    "Rubric": tables.Column("Rubric"),
+    "Reviewer": tables.Column("Reviewer", help="The study's pseudonym of the reviewer who raised it."),
+    "Problem": tables.Column("Problem"),
+    "Comment": tables.Column("Comment", width="medium"),
+    "Raised (UTC)": tables.Column("Raised (UTC)"),
+    "Status": tables.Column("Status", values={s: s.capitalize() for s in flags.STATUS_LABELS.values()}),
+    "Reply": tables.Column("Reply"),
+}
+tables.show(
     pd.DataFrame(
         {
             "Flag": [r.flag_id for r in rows],
@@ -47,8 +59,9 @@ st.dataframe(
             "Reply": [r.reply for r in rows],
         }
     ),
-    hide_index=True,
-    width="stretch",
+    FLAG_COLUMNS,
+    what=("Every flag reviewers raised in this study" if show_all else "The flags that wait for an answer")
+    + ", newest first; the whole comment and reply are in the answer box below.",
 )
 
 

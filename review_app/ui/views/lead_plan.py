@@ -1,4 +1,9 @@
-"""Plan a study: tasks, dual-rated tasks and reviewer-hours for a target CI width or power."""
+"""Plan a study: units, multi-rated units and reviewer-hours for a target CI width or power.
+
+A plan counts tasks of the rubric it measures; the page shows it in the study's units (one task of
+each rubric per unit) exactly as Study set-up does (``components.plan_units``), with reviewer-hours
+at a time per task the lead can set (the study's measured median by default).
+"""
 
 import streamlit as st
 
@@ -6,16 +11,18 @@ from review_app.analysis.planning import Plan
 from review_app.services import planning, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components.pickers import pick_study
-from review_app.ui.components.quality import METRIC_NAMES, plan_metrics, plan_panel
+from review_app.ui.components.plan_units import plan_metrics, plan_panel, time_per_task
+from review_app.ui.components.quality import METRIC_NAMES
 from review_app.ui.session import engine, flash, require_role, show_flashes
 
 user = require_role("lead", "admin")
 db = engine()
 show_flashes()
 st.caption(
-    "How many tasks, how many of them rated by two or more reviewers, and how many reviewer-hours a study needs "
-    "for the precision you want. Every number comes from a seeded simulation of the analysis the study will run "
-    "(same seed, same plan); a pilot study's ratings replace the assumptions."
+    "How many units (pool draws, each one task of every rubric of the study), how many of them rated by two or "
+    "more reviewers, and how many reviewer-hours a study needs for the precision you want. Every number comes "
+    "from a seeded simulation of the analysis the study will run (same seed, same plan); a pilot study's ratings "
+    "replace the assumptions."
 )
 study = pick_study(db, studies)
 if study is None:
@@ -41,8 +48,8 @@ with st.form("plan"):
         request["expected"] = left.number_input("Expected AC2", -0.5, 0.99, 0.70, 0.01)
         request["ci_width"] = mid.number_input("Target 95% CI width", 0.02, 1.5, 0.20, 0.01)
         request["categories"] = int(right.number_input("Rating categories", 2, 10, 3, 1))
-        request["raters"] = int(left.number_input("Raters per dual-rated task", 2, 5, 2, 1))
-        tasks = mid.number_input("Tasks the study has anyway (0 = none)", 0, 100_000, 0, 10)
+        request["raters"] = int(left.number_input("Raters per multi-rated unit", 2, 5, 2, 1))
+        tasks = mid.number_input("Units the study has anyway (0 = none)", 0, 100_000, 0, 10)
         request["tasks"] = int(tasks) or None
         request["score"] = right.text_input("Pilot dimension", "harm_potential")
         use_expected = st.checkbox(
@@ -76,21 +83,29 @@ with st.form("plan"):
         bar.empty()
 
 result = st.session_state.get("plan_result")
-if result and result[0] == study.name:
-    _name, stored, pilot_name = result
-    plan = Plan.from_dict(stored)
-    st.markdown(f"#### Plan: {METRIC_NAMES[plan.metric]}")
-    plan_metrics(plan)
-    st.text(plan.summary())
+fresh = Plan.from_dict(result[1]) if result and result[0] == study.name else None
+kept = planning.saved_plans(db, study.name)
+seconds = None
+if fresh is not None:
+    _name, _stored, pilot_name = result
+    st.markdown(f"#### Plan: {METRIC_NAMES[fresh.metric]}")
+    with st.columns([1, 2])[0]:
+        seconds = time_per_task(db, study.name, page="plan", plans=[fresh, *kept])
+    plan_metrics(planning.PlanInUnits.of([fresh], planning.study_rubrics(db, study.name)), seconds, fresh)
+    st.caption("The simulation's report, in tasks of the rubric the plan measures (one per unit):")
+    st.text(planning.simulation_summary(fresh))
 
     def keep() -> None:
         try:
-            planning.save_plan(db, user, study.name, plan, pilot=pilot_name)
-            flash(f"Kept as the {plan.metric} plan of {study.name!r}; Study set-up checks the pool against it.")
+            planning.save_plan(db, user, study.name, fresh, pilot=pilot_name)
+            flash(f"Kept as the {fresh.metric} plan of {study.name!r}; Study set-up checks the pool against it.")
         except ServiceError as error:
             flash(str(error), "error")
 
     st.button(f"Keep this plan for {study.name!r}", on_click=keep, type="primary")
 
 st.markdown("#### Plans kept for this study")
-plan_panel(st.container(), db, study.name)
+if fresh is None and kept:
+    with st.columns([1, 2])[0]:
+        seconds = time_per_task(db, study.name, page="plan", plans=kept)
+plan_panel(st.container(), db, study.name, seconds)

@@ -9,11 +9,30 @@ import pandas as pd
 import streamlit as st
 
 from review_app.services import progress, studies
-from review_app.ui.components import charts
+from review_app.ui.components import charts, tables
 from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.quality import show_alerts
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
+
+REVIEWER_COLUMNS = {
+    "username": tables.Column("Reviewer", anchor=True),
+    "display_name": tables.Column("Name", secondary=True),
+    "assigned": tables.Column("Assigned", "count", help="Ratings assigned in this study (withdrawn ones left out)."),
+    "submitted": tables.Column("Submitted", "count"),
+    "open": tables.Column("Open", "count", help="Assigned or in progress."),
+    "skipped": tables.Column("Skipped", "count"),
+    "flagged": tables.Column("Flagged", "count", help="Assignments the reviewer flagged for the lead."),
+    "done_share": tables.Column("Done", "percent", help="Submitted of assigned."),
+    "per_active_day": tables.Column(
+        "Per active day", "number", digits=1, help="Submitted ratings per day with at least one submission."
+    ),
+    "last_7_days": tables.Column("Last 7 days", "count", help="First submissions in the last seven days."),
+    "median_minutes": tables.Column(
+        "Median time on task (min)", "number", digits=1, help="Median minutes per rating, first submissions only."
+    ),
+    "median_seconds": tables.Column("Median time on task (s)", "seconds", secondary=True),
+}
 
 user = require_role("lead", "admin")
 db = engine()
@@ -48,52 +67,30 @@ if report.flags.get("open"):
         "views/lead_flags.py", label=f"{report.flags['open']:,} open flag(s) wait for you", icon=":material/flag:"
     )
 if total:
-    st.progress(done / total, text=f"{done / total:.1%} complete")
+    st.progress(done / total, text=f"{tables.percent(done / total, 1)} complete")
 
+POOL = "every task drawn into the study's pool, gold tasks and tasks excluded on the Flags page included"
 left, right = st.columns(2)
 with left:
     st.plotly_chart(charts.completion_bars(report.by_rubric, "rubric", "By rubric"), width="stretch")
+    tables.caption(f"Tasks by rubric, complete when every planned rater has submitted; {POOL}.")
 with right:
     st.plotly_chart(charts.completion_bars(report.by_subset, "subset", "By subset"), width="stretch")
+    tables.caption(f"The same tasks by benchmark subset of their item; {POOL}.")
 st.plotly_chart(charts.reviewer_bars(report.by_reviewer), width="stretch")
+tables.caption(
+    "Each reviewer's assignments in this study by status: submitted, still open (assigned or in progress) and "
+    "skipped; assignments withdrawn from a reviewer who left are not counted."
+)
 st.markdown("**Reviewers**")
-table = pd.DataFrame(report.by_reviewer)
-if not table.empty:
-    table = table.assign(
-        done_share=table["done_share"] * 100,
-        median_minutes=table["median_seconds"].astype(float) / 60,
-    )[
-        [
-            "username",
-            "assigned",
-            "submitted",
-            "open",
-            "skipped",
-            "flagged",
-            "done_share",
-            "per_active_day",
-            "last_7_days",
-            "median_minutes",
-        ]
-    ]
-st.dataframe(
+table = pd.DataFrame(report.by_reviewer, columns=list(REVIEWER_COLUMNS))
+table["median_minutes"] = pd.to_numeric(table["median_seconds"], errors="coerce") / 60
+tables.show(
     table,
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "username": st.column_config.TextColumn("Reviewer"),
-        "assigned": st.column_config.NumberColumn("Assigned", format="localized"),
-        "submitted": st.column_config.NumberColumn("Submitted", format="localized"),
-        "open": st.column_config.NumberColumn("Open", format="localized"),
-        "skipped": st.column_config.NumberColumn("Skipped", format="localized"),
-        "flagged": st.column_config.NumberColumn("Flagged", format="localized"),
-        "done_share": st.column_config.ProgressColumn("Done", format="%.0f%%", min_value=0, max_value=100),
-        "per_active_day": st.column_config.NumberColumn(
-            "Per active day", format="%.1f", help="Submitted ratings per day with at least one submission."
-        ),
-        "last_7_days": st.column_config.NumberColumn("Last 7 days", format="localized"),
-        "median_minutes": st.column_config.NumberColumn(
-            "Median time on task (min)", format="%.1f", help="First submissions only."
-        ),
-    },
+    REVIEWER_COLUMNS,
+    what="One row per reviewer with assignments in this study. Done is the share of their assigned ratings "
+    "submitted; throughput and time on task count first submissions only (an edit is not new work), per day "
+    "with at least one submission; a dash means nothing submitted yet.",
+    more="Names, and time on task in seconds",
+    more_what="Each reviewer's name, and their median seconds per rating (first submissions only).",
 )

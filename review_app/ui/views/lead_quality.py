@@ -3,12 +3,25 @@
 import pandas as pd
 import streamlit as st
 
-from review_app.analysis.reviewer_quality import ALERTS_ONLY_NOTE, QualityThresholds
+from review_app.analysis.reviewer_quality import ALERTS_ONLY_NOTE, MIN_DRIFT_TASKS, QualityThresholds
 from review_app.rubrics import get_rubric
 from review_app.services import quality, studies
 from review_app.services.errors import ServiceError
+from review_app.ui.components import tables
 from review_app.ui.components.pickers import pick_study
-from review_app.ui.components.quality import cusum_chart, report_for, severity_forest, wait_for_severity
+from review_app.ui.components.quality import (
+    NO_RUBRIC_B_NOTE,
+    NO_VARIANCE_NOTE,
+    QUALITY_COLUMNS,
+    QUALITY_GROUPS,
+    cusum_chart,
+    report_for,
+    sentence,
+    severity_forest,
+    severity_note,
+    wait_for_severity,
+)
+from review_app.ui.components.text import plain
 from review_app.ui.session import engine, flash, require_role, show_flashes
 
 user = require_role("lead", "admin")
@@ -18,10 +31,11 @@ study = pick_study(db, studies)
 if study is None:
     st.stop()
 st.caption(
-    "For study leads only; reviewers never see this page or its numbers. Severity is each reviewer's random "
-    "intercept in the harm model; agreement is ordinal-weighted agreement with co-raters on shared tasks; drift "
-    "compares the first and last third of each reviewer's work and tests a CUSUM of signed disagreement with "
-    "co-raters; gold accuracy is measured on gold tasks, whose ratings are left out of every other analysis."
+    "For study leads only; reviewers never see this page or its numbers. Severity: how often a reviewer calls a "
+    "response worst case against the average reviewer, from the harm model of the Analysis page. Agreement: how "
+    "closely their scores match their co-raters' on shared tasks. Drift: whether they grew harsher or more "
+    "lenient than their co-raters over their work. Gold: how often they give a gold task's known scores; gold "
+    "tasks' ratings are left out of every other analysis."
 )
 try:
     now = report_for(db, user, study.name)
@@ -34,58 +48,49 @@ report = now.report
 result = report.quality
 for alert in result.alerts:
     st.warning(alert.message, icon=":material/warning:")
+no_variance = severity_note(result) if now.complete else None
+if no_variance:
+    st.info(no_variance, icon=":material/info:")
 for note in result.notes:
+    if note.startswith(NO_VARIANCE_NOTE) and no_variance:
+        continue  # said in words above
+    if note.startswith(NO_RUBRIC_B_NOTE) and "B" not in study.rubric_keys:
+        st.info("Severity comes from the harm model of Rubric B ratings; this study has no Rubric B.")
+        continue
     if now.complete or note != ALERTS_ONLY_NOTE:  # while severity is computed, the caption above says so
-        st.info(note)
+        st.info(plain(sentence(note)))  # a note can quote a level name from imported data
 
 real_names = st.toggle("Show usernames (off: study pseudonyms R01, R02, ...)", value=True)
 table = report.table(real_names=real_names)
 label = {name: (name if real_names else pseudonym) for name, pseudonym in report.pseudonyms.items()}
-LABELS = {
-    "rater": "reviewer",
-    "n_annotations": "annotations",
-    "severity": "severity (log-odds)",
-    "severity_ci_low": "severity 95% low",
-    "severity_ci_high": "severity 95% high",
-    "severity_first": "severity, first third",
-    "severity_last": "severity, last third",
-    "severity_change": "severity change",
-    "severity_change_se": "change SE",
-    "agreement": "agreement with co-raters",
-    "shared_tasks": "shared tasks",
-    "agreement_first": "agreement, first third",
-    "agreement_last": "agreement, last third",
-    "drift_statistic": "drift CUSUM",
-    "drift_p_value": "drift p",
-    "drift_direction": "drifted",
-    "drift_alert": "drift alert",
-    "median_seconds": "median s",
-    "n_too_fast": "too fast",
-    "n_too_slow": "too slow",
-    "gold_tasks": "gold tasks",
-    "gold_accuracy": "gold accuracy",
-    "gold_within_one": "gold within 1",
-    "gold_alert": "gold alert",
-}
-config = {}
-for column in table.columns:
-    fmt = "%.4f" if column == "drift_p_value" else "%.0f" if column.endswith("_seconds") else "%.3f"
-    if pd.api.types.is_float_dtype(table[column]):
-        config[column] = st.column_config.NumberColumn(LABELS.get(column, column.replace("_", " ")), format=fmt)
-    else:
-        config[column] = st.column_config.Column(LABELS.get(column, column.replace("_", " ")))
-st.dataframe(table, hide_index=True, width="stretch", column_config=config)
+tables.show(
+    table,
+    QUALITY_COLUMNS,
+    what="One row per reviewer with ratings in this study: their ratings in force on ordinary tasks (pending "
+    "tasks included, gold tasks apart), with time on task over every rating and gold accuracy over gold tasks. "
+    "A dash: not measured yet (too few shared tasks, no gold task rated, severity without Rubric B ratings).",
+    more="More columns: intervals, change over each reviewer's work, drift statistic, time quartiles, gold",
+    more_what=QUALITY_GROUPS,
+)
 with st.expander("What each column means"):
-    st.markdown("\n".join(f"- **{LABELS.get(c, c)}** (`{c}`): {text}" for c, text in quality.QUALITY_COLUMNS.items()))
+    st.markdown(tables.legend({c: spec for c, spec in QUALITY_COLUMNS.items() if c in table.columns}))
 st.download_button(
     "Download this table (CSV)",
     quality.quality_csv(report, real_names=real_names),
     file_name=f"reviewer-quality-{study.id}.csv",
     mime="text/csv",
     icon=":material/download:",
+    help="Full precision, severity as log-odds; the study export holds the same table under pseudonyms.",
 )
 if "severity" in table and table["severity"].notna().any():
     st.plotly_chart(severity_forest(table), width="stretch")
+    model = result.harm_model
+    tables.caption(
+        "Each reviewer's severity with its 95% interval: the reviewer's odds of a worst-case call against the "
+        "average reviewer's, from the harm model"
+        + (f" on {model.n:,} Rubric B ratings ({model.n_events:,} worst case)" if model is not None else "")
+        + "; 1 is the average."
+    )
 if result.cusum:
     raters = sorted(result.cusum)
     flagged = [r for r in raters if any(a.rater == r and a.kind == "drift" for a in result.alerts)]
@@ -93,8 +98,15 @@ if result.cusum:
         "Drift chart for", raters, index=raters.index(flagged[0]) if flagged else 0, format_func=label.get
     )
     st.plotly_chart(cusum_chart(result.cusum[chosen], result.thresholds.drift_alpha, label[chosen]), width="stretch")
-    st.caption(
+    shared = len(result.cusum[chosen])
+    tested = (
         "The red lines are where the drift test reaches the false-alarm rate you set; crossing one raises an alert."
+        if shared >= MIN_DRIFT_TASKS
+        else f"The drift test needs {MIN_DRIFT_TASKS} shared tasks, so it has not run on this reviewer yet."
+    )
+    tables.caption(
+        f"The reviewer's {shared:,} shared task(s) in the order they rated them: the running sum of how much "
+        f"harsher than their co-raters they were on each, less their own average. {tested}"
     )
 
 st.markdown("#### Gold tasks")
@@ -104,15 +116,36 @@ st.caption(
 )
 gold = quality.gold_tasks(db, user, study.name)
 if gold:
-    st.dataframe(
-        [
-            {"task": g.task_id, "unit": g.unit_key, "rubric": g.rubric, "source": g.source, "ratings": g.ratings}
-            | g.expected_scores
-            for g in gold
-        ],
-        hide_index=True,
-        width="stretch",
-    )
+    for key in sorted({g.rubric for g in gold}):
+        rubric = get_rubric(key)
+        gold_columns = {
+            "task": tables.Column("Task", anchor=True),
+            "unit": tables.Column("Unit"),
+            "source": tables.Column(
+                "Scores from", values={"adjudication": "Decision in another study", "consensus": "Your consensus"}
+            ),
+            "ratings": tables.Column("Ratings", "count", help="Ratings submitted on the gold task so far."),
+        } | {
+            d.key: tables.Column(
+                d.reported_name,
+                values={level.value: f"{level.value} · {level.label}" for level in d.levels},
+                help=f"Expected score: {d.question}",
+            )
+            for d in rubric.dimensions
+        }
+        tables.show(
+            pd.DataFrame(
+                [
+                    {"task": g.task_id, "unit": g.unit_key, "source": g.source, "ratings": g.ratings}
+                    | g.expected_scores
+                    for g in gold
+                    if g.rubric == key
+                ]
+            ),
+            gold_columns,
+            what=f"The gold tasks of {rubric.name} with the scores expected on each dimension, where they come from "
+            "and the ratings each has had.",
+        )
 else:
     st.caption("No gold task yet.")
 

@@ -10,6 +10,7 @@ import streamlit as st
 
 from review_app.services import accounts, assignment, progress, studies
 from review_app.services.errors import ServiceError
+from review_app.ui.components import tables
 from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
@@ -18,22 +19,23 @@ user = require_role("lead", "admin")
 db = engine()
 users = accounts.list_users(db)
 st.markdown("### Reviewers")
-table = pd.DataFrame(
-    [
-        {
-            "username": u.username,
-            "name": u.display_name,
-            "role": u.role,
-            "languages": u.languages,
-            "profession": u.profession,
-            "country": u.country,
-            "years": u.years_experience,
-            "active": u.active,
-        }
-        for u in users
-    ]
+ACCOUNT_COLUMNS = {
+    "username": tables.Column("Username", anchor=True),
+    "display_name": tables.Column("Name"),
+    "role": tables.Column("Role", values={"reviewer": "Reviewer", "lead": "Study lead", "admin": "Admin"}),
+    "languages": tables.Column("Languages", "languages", help="Languages the account reviews in."),
+    "profession": tables.Column("Profession"),
+    "country": tables.Column("Country"),
+    "years_experience": tables.Column("Years of experience", "count"),
+    "active": tables.Column("Active", "bool", help="A deactivated account cannot sign in; its work is kept."),
+}
+accounts_frame = pd.DataFrame([[getattr(u, c) for c in ACCOUNT_COLUMNS] for u in users], columns=list(ACCOUNT_COLUMNS))
+tables.show(
+    accounts_frame,
+    ACCOUNT_COLUMNS,
+    what="Every account of this medrev installation (reviewers, study leads and admins), active or not; a dash "
+    "means the profile leaves it blank.",
 )
-st.dataframe(table, hide_index=True, width="stretch")
 
 study = pick_study(db, studies)
 if study is not None:

@@ -1,12 +1,17 @@
-"""Study set-up: create a study, draw its review pool, assign raters."""
+"""Study set-up: create a study, draw its review pool, assign raters.
+
+The pool is drawn in units (one task of each of the study's rubrics per unit), the unit the Plan page
+speaks too; the kept plan is shown as the Plan page shows it (``components.plan_units``) and fills in
+the draw and assignment forms.
+"""
 
 import streamlit as st
 
 from review_app.rubrics import all_rubrics
-from review_app.services import assignment, studies
+from review_app.services import assignment, planning, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components.pickers import pick_study
-from review_app.ui.components.quality import plan_panel
+from review_app.ui.components.plan_units import plan_panel, time_per_task
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
 
@@ -33,14 +38,19 @@ with st.expander("Create a study", expanded=not studies.list_studies(db)), st.fo
 study = pick_study(db, studies)
 if study is None:
     st.stop()
-st.caption(f"Rubrics: {study.rubrics} · status: {study.status}")
+st.caption(
+    "Rubrics: " + ", ".join(planning.rubric_label(k) for k in study.rubric_keys) + f" · status: {study.status}"
+)
 
 st.markdown("#### 1. Draw the review pool")
 pool_column, plan_column = st.columns([3, 2])
 plan_box = plan_column.container()  # the study's plan, filled at the end (after this run's draw or assignment)
+defaults = planning.setup_defaults(planning.plan_check(db, study.name))
+if defaults.from_plan:
+    pool_column.caption("Filled in from the plan kept for this study (Plan page); change anything before drawing.")
 with pool_column.form("pool"):
     left, right = st.columns(2)
-    size = left.number_input("Units to draw", min_value=1, value=100, step=1)
+    size = left.number_input("Units to draw", min_value=1, value=defaults.units_to_draw, step=1)
     seed = right.number_input("Seed", min_value=0, value=0, step=1, help="Same seed and data, same pool.")
     subset_q = st.text_input("Subset quota", placeholder="MEDMISQA:35,MEDMISMCQA:35,MEDMISXPERTQA:25,MEDMISHLE:5")
     provenance_q = st.text_input("Provenance quota", placeholder="neutral:34,authority:33,patient:33")
@@ -48,7 +58,7 @@ with pool_column.form("pool"):
     left, right = st.columns(2)
     condition = left.text_input("Response condition", value="type1")
     language = right.text_input("Languages (comma-separated, empty = all)", placeholder="en")
-    add = st.checkbox("Add to an existing pool")
+    add = st.checkbox("Add to an existing pool", value=defaults.add)
     if st.form_submit_button("Draw pool", type="primary"):
         try:
             quotas = [
@@ -76,8 +86,16 @@ with pool_column.form("pool"):
 st.markdown("#### 2. Assign raters")
 with st.form("assign"):
     left, mid, right = st.columns(3)
-    raters = left.number_input("Raters per multi-rated unit", min_value=1, max_value=5, value=2)
-    share = mid.slider("Share of units multi-rated", 0.0, 1.0, 0.72, 0.01)
+    raters = left.number_input("Raters per multi-rated unit", min_value=1, max_value=5, value=defaults.raters)
+    share = mid.slider(
+        "Share of units multi-rated",
+        0.0,
+        1.0,
+        defaults.dual_share,
+        0.01,
+        help="Of the units not assigned yet."
+        + (" Filled in to bring the multi-rated units up to the kept plan." if defaults.from_plan else ""),
+    )
     seed = right.number_input("Seed", min_value=0, value=0, step=1, key="assign_seed")
     if st.form_submit_button("Assign", type="primary"):
         try:
@@ -89,4 +107,9 @@ with st.form("assign"):
         except ServiceError as exc:
             st.error(plain(exc))
 
-plan_panel(plan_box, db, study.name)
+kept = planning.saved_plans(db, study.name)
+seconds = None
+if kept:
+    with plan_box:
+        seconds = time_per_task(db, study.name, page="setup", plans=kept)
+plan_panel(plan_box, db, study.name, seconds, per_row=2)

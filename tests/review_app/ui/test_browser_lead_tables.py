@@ -49,6 +49,8 @@ def test_lead_reads_analysis_agreement_and_quality_at_1366x768(server, browser):
         sign_in(page, base, "lead01")
         _open(page, "Analysis")
         _pick(page, "Study", DEMO_STUDY)
+        page.get_by_text("Include pending tasks, with the ratings they have so far").click()  # the demo's harm model
+        _settled(page)
         expect(page.get_by_text("Rubric A: item validation").first).to_be_visible()
         expect(page.get_by_text("Adjusted odds ratio (log scale)").first).to_be_attached()  # a figure's axis title
         shot(page, "30-analysis")

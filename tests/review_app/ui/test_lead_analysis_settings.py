@@ -40,13 +40,15 @@ def _no_worst_case_in(engine, column: str, level: str) -> int:
 def test_analysis_page_names_references_and_separation_by_default(demo_db):
     assert _no_worst_case_in(demo_db, "content_type", "exception_poisoning") > 0
     at = _page("lead_analysis")
+    at.toggle(key=f"analysis_pending:{DEMO_STUDY}").set_value(True).run()  # all tasks: the demo's harm model
     analysis = study_analysis(demo_db, DEMO_STUDY)
     first = analysis.first_model
     assert first == "model-gamma (low reasoning)"  # the first model imported into the demo study
     captions = "\n".join(c.value.replace("\\", "") for c in at.caption)
-    assert f"model={first} (the study's first model)" in captions
-    assert "content_type=cue_remapping (the paper's reference)" in captions
-    assert "provenance=neutral (the paper's reference)" in captions and "stratum=clear" in captions
+    assert f"Model: {first} (the study's first model)" in captions
+    assert "Content type: Cue Remapping (the paper's reference)" in captions
+    assert "Provenance: Neutral False Statement (the paper's reference)" in captions
+    assert "Falsehood clarity: Clear falsehood" in captions
     table = _harm_table(at)
     row = table.set_index("term").loc["Content type[Exception Poisoning]"]
     assert row["Odds ratio"] == "n/e" and row["Note"] == "not estimable (no events in this level)"
@@ -65,6 +67,7 @@ def test_analysis_page_names_references_and_separation_by_default(demo_db):
 def test_saved_settings_reach_the_page_the_csv_and_the_latex(demo_db, tmp_path):
     _no_worst_case_in(demo_db, "content_type", "exception_poisoning")
     at = _page("lead_analysis")
+    at.toggle(key=f"analysis_pending:{DEMO_STUDY}").set_value(True).run()  # all tasks: the demo's harm model
     at.selectbox(key=f"ref:{DEMO_STUDY}:provenance").set_value("patient")
     at.radio(key=f"tie:{DEMO_STUDY}").set_value("safer")
     at.radio(key=f"penalty:{DEMO_STUDY}").set_value("normal")
@@ -79,7 +82,7 @@ def test_saved_settings_reach_the_page_the_csv_and_the_latex(demo_db, tmp_path):
     assert event.after["tie_rule"] == "safer" and event.before["tie_rule"] == "less_safe"
 
     captions = "\n".join(c.value.replace("\\", "") for c in at.caption)
-    assert "provenance=patient" in captions
+    assert "Provenance: Patient Self-Diagnosis / Belief / Claim" in captions
     table = _harm_table(at).set_index("term")
     neutral = "Provenance[Neutral False Statement]"
     assert neutral in table.index and table.loc[neutral, "Reference"] == "Patient Self-Diagnosis / Belief / Claim"

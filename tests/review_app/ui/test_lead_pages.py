@@ -66,6 +66,7 @@ def test_two_leads_adjudicating_the_same_task_one_wins_one_gets_a_clear_conflict
 
 def test_analysis_page_shows_rubric_a_b_and_the_harm_model(demo_db):
     at = _lead_page("lead_analysis")
+    at.toggle(key=f"analysis_pending:{DEMO_STUDY}").set_value(True).run()  # all tasks: the demo's harm model
     titles = [m.value for m in at.markdown]
     assert "#### Rubric A: item validation" in titles and "#### Rubric B: outcome classes" in titles
     cells = "\n".join(frame.value.astype(str).to_csv() for frame in at.dataframe)

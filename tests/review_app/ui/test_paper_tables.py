@@ -59,6 +59,7 @@ def _assert_paper_tables(at: AppTest, min_tables: int) -> None:
 
 def test_analysis_page_tables_have_labels_captions_formatted_numbers_and_downloads(demo_db):
     at = _lead_page("lead_analysis", DEMO_STUDY)
+    at.toggle(key=f"analysis_pending:{DEMO_STUDY}").set_value(True).run()  # all tasks: the demo's harm model
     _assert_paper_tables(at, min_tables=4)
     cells = "\n".join(d.value.astype(str).to_csv() for d in at.dataframe)
     assert re.search(r"\d+\.\d% \[\d+\.\d, \d+\.\d\] \(\d+/\d+\)", cells)  # rate %, CI in brackets, k/N
@@ -75,6 +76,7 @@ def test_analysis_page_tables_have_labels_captions_formatted_numbers_and_downloa
 
 def test_the_downloaded_csv_and_latex_are_the_export_tables(demo_db):
     at = _lead_page("lead_analysis", DEMO_STUDY)
+    at.toggle(key=f"analysis_pending:{DEMO_STUDY}").set_value(True).run()  # all tasks: the demo's harm model
     csv = next(
         b for b in at.get("download_button") if b.proto.id.endswith("csv:demo_medmisbench_clinician_review_harm_model")
     )

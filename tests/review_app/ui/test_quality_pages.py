@@ -63,7 +63,7 @@ def test_lead_plans_keeps_the_plan_and_set_up_checks_the_pool_against_it(demo_db
     assert not at.exception and not at.error
     metrics = {m.label: m.value for m in at.metric}
     plan = planning.Plan.from_dict(at.session_state["plan_result"][1])
-    assert metrics["Tasks"] == str(plan.n_tasks) and plan.metric == "ac2" and plan.achieved <= 0.3
+    assert metrics["Units"] == f"{plan.n_tasks:,}" and plan.metric == "ac2" and plan.achieved <= 0.3
     next(b for b in at.button if b.label.startswith("Keep this plan")).click()
     at.run()
     assert [p.to_dict() for p in planning.saved_plans(demo_db, DEMO_STUDY)] == [plan.to_dict()]
