@@ -67,8 +67,8 @@ PRELOAD = (
 )
 # What the pages' libraries import on first use, not when the pages import them: plotly's figure classes
 # and JSON writer, PIL (Streamlit's image helpers), narwhals' pandas backend (Streamlit's dataframes),
-# Streamlit's emoji and icon tables (checked for every icon), pandas' CSV writer and Styler (jinja2), the GB2312 codec (the
-# LaTeX tables). Loaded after the first lead page run they were 23,000 unfrozen objects that every
+# Streamlit's emoji and icon tables (checked for every icon), pandas' CSV writer and Styler (jinja2), the
+# GB2312 codec (the LaTeX tables). Loaded after the first lead page run they were 23,000 unfrozen objects that every
 # collection walked again (tests/review_app/ui/test_startup_freeze.py runs every page and checks
 # that nothing new is loaded after start-up). A library version that no longer has one of them is skipped.
 ON_FIRST_USE = (
