@@ -9,18 +9,23 @@ from typer.testing import CliRunner
 
 from review_app.cli import app
 
+BATCH_FLAGS = ("--batch", "--batch-size", "--batch-fallback", "--poll-interval", "--price-file")
 CONTRACT = {
     "demo": [],
     "app": ["--host", "--port"],
     "db upgrade": [],
     "bench run medmisbench": [
         "--data", "--model", "--base-url", "--out", "--conditions", "--defensive", "--concurrency", "--seed", "--limit",
-        "--template", "--template-file", "--protocol", "--temperature",
+        "--template", "--template-file", "--protocol", "--temperature", *BATCH_FLAGS,
     ],
-    "bench run healthcontradict": ["--data", "--model", "--base-url", "--hf", "--out"],
-    "bench run trojan": ["--data", "--model", "--base-url", "--judge-model", "--judge-base-url", "--out"],
-    "bench generate": ["--source", "--format", "--model", "--base-url", "--out", "--seed", "--limit", "--one-call"],
-    "bench report": ["--json"],
+    "bench run healthcontradict": ["--data", "--model", "--base-url", "--hf", "--out", *BATCH_FLAGS],
+    "bench run trojan": ["--data", "--model", "--base-url", "--judge-model", "--judge-base-url", "--out", *BATCH_FLAGS],
+    "bench generate": [
+        "--source", "--format", "--model", "--base-url", "--out", "--seed", "--limit", "--one-call", *BATCH_FLAGS,
+    ],
+    "bench report": ["--json", "--price-file"],
+    "bench batch status": ["--json", "--price-file", "--refresh", "--offline", "--api-key-env"],
+    "bench batch cancel": ["--api-key-env"],
     "review import": ["--kind", "--study"],
     "review study create": ["--rubrics"],
     "review pool": ["--study", "--size", "--quota", "--seed"],

@@ -56,3 +56,13 @@ def test_help_at_80_columns_keeps_every_option_whole(path, command):
     for line in text.splitlines():
         if len(line) > 80:  # only a single word longer than the room left may overflow, never be cut
             assert " " not in line.strip().split("  ")[-1], f"line over 80 columns:\n{line}"
+
+
+def test_the_batch_commands_are_walked():
+    """``bench batch status|cancel`` and the ``--batch`` options are held to the same 80-column rule."""
+    names = {" ".join(path) for path, _command in COMMANDS}
+    assert {"bench batch status", "bench batch cancel"} <= names
+    run = dict(COMMANDS)[("bench", "run", "medmisbench")]
+    assert {"--batch", "--batch-size", "--batch-fallback", "--poll-interval", "--price-file"} <= {
+        name for param in run.params for name in param.opts
+    }

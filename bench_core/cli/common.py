@@ -16,6 +16,7 @@ from bench_core.cli.errors import fail as cli_fail
 from bench_core.kernel.report_files import pct
 
 if TYPE_CHECKING:  # the runner and the store are loaded by the commands that run, not by --help
+    from bench_core.kernel.batch_runner import BatchRunner
     from bench_core.kernel.runner import RetryPolicy, Runner
     from bench_core.kernel.store import ResultStore
 
@@ -206,8 +207,20 @@ def fail(message: str, code: int = 2) -> NoReturn:
     cli_fail(message, code)
 
 
-def make_runner(store: ResultStore, *, concurrency: int, timeout: float, progress: bool, retry: RetryPolicy) -> Runner:
-    """The runner of a bench command, its progress bar on stderr (the run has started: its directory stays)."""
+def make_runner(
+    store: ResultStore,
+    *,
+    concurrency: int,
+    timeout: float,
+    progress: bool,
+    retry: RetryPolicy,
+    batch: Any = None,
+) -> Runner | BatchRunner:
+    """The runner of a bench command, its progress bar on stderr (the run has started: its directory stays).
+
+    ``batch`` (the command's ``cli.batch.BatchOptions``): with ``--batch``, a ``BatchRunner`` that sends the
+    calls through the provider's batch API and falls back on this runner.
+    """
     from bench_core.kernel.runner import Runner
 
     started()
@@ -217,31 +230,77 @@ def make_runner(store: ResultStore, *, concurrency: int, timeout: float, progres
             f"note: {store.path}: cut away an incomplete last line ({repaired} bytes, left by a killed run); "
             "its call is made again."
         )
-    return Runner(store, concurrency=concurrency, retry=retry, timeout=timeout, progress=progress, console=err)
+    runner = Runner(store, concurrency=concurrency, retry=retry, timeout=timeout, progress=progress, console=err)
+    return batch.wrap(runner) if batch is not None else runner
 
 
-def finish_run(store: ResultStore, summary: str, *, failed: int) -> None:
-    """Close the store, print the run's one-line account, and exit 1 when calls failed (they can be retried)."""
+def finish_run(store: ResultStore, summary: str, *, failed: int, batch: Any = None) -> None:
+    """Close the store, print the run's one-line account (and, after ``--batch``, its usage and cost), and exit 1
+    when calls failed (they can be retried)."""
     store.close()
+    if batch is not None:
+        batch.report(store.path.parent)
     err.print(summary, highlight=False)
     if failed:
         raise typer.Exit(1)
 
 
-def run_to_end(main: Callable[[], Awaitable[T]], store: ResultStore, models: Sequence[Any]) -> T:
-    """Run ``main`` on a new event loop; on Ctrl-C close the store, say how to resume and exit 130."""
+def run_to_end(main: Callable[[], Awaitable[T]], store: ResultStore, models: Sequence[Any], runner: Any = None) -> T:
+    """Run ``main`` on a new event loop; on Ctrl-C close the store, say how to resume and exit 130.
+
+    With a ``BatchRunner`` the first Ctrl-C stops waiting (the batches go on at the provider, a rerun collects
+    them) and a second one, within a few seconds, cancels them at the provider.
+    """
     import asyncio
+    import signal
+
+    from bench_core.kernel.batch_runner import BatchInterrupted
 
     async def wrapped() -> T:
+        loop = asyncio.get_running_loop()
+        handled = False
+        if runner is not None and hasattr(runner, "request_cancel"):
+            task = asyncio.current_task()
+            presses = [0]
+
+            def on_sigint() -> None:
+                presses[0] += 1
+                if presses[0] == 1 and task is not None:
+                    task.cancel()
+                else:
+                    runner.request_cancel()
+
+            try:
+                loop.add_signal_handler(signal.SIGINT, on_sigint)
+                handled = True
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread: Ctrl-C as usual
+                handled = False
         try:
             return await main()
         finally:
+            if handled:
+                loop.remove_signal_handler(signal.SIGINT)
             for model in models:
                 await model.aclose()
 
     try:
         return asyncio.run(wrapped())
-    except KeyboardInterrupt:
+    except BatchInterrupted as exc:
+        store.close()
+        directory = store.path.parent
+        if exc.cancelled:
+            err.print(
+                f"cancelled: the batches of {directory} were cancelled at the provider. Run the same command again "
+                "to collect what they finished before the cancel and to send the rest again."
+            )
+        else:
+            err.print(
+                f"interrupted: {exc.open_batches} batch(es) keep running at the provider. Run the same command "
+                f"again to collect their answers (nothing is submitted twice), or cancel them with "
+                f"bench batch cancel {directory}"
+            )
+        raise typer.Exit(130) from None
+    except (KeyboardInterrupt, asyncio.CancelledError):
         store.close()
         err.print(
             f"interrupted: finished calls are saved in {store.path}; "

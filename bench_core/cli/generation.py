@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bench_core.cli.batch import BATCH, BATCH_FALLBACK, BATCH_SIZE, POLL_INTERVAL, PRICE_FILE, BatchOptions
 from bench_core.cli.common import (
     ReportConsole,
     check_endpoint,
@@ -56,7 +57,12 @@ class _Endpoint:
 
         retry = RetryPolicy(max_attempts=self.call_attempts, max_total=self.max_total, base_delay=self.backoff)
         return make_runner(
-            store, concurrency=self.concurrency, timeout=self.timeout, progress=self.progress, retry=retry
+            store,
+            concurrency=self.concurrency,
+            timeout=self.timeout,
+            progress=self.progress,
+            retry=retry,
+            batch=getattr(self, "batch", None),
         )
 
 
@@ -66,10 +72,13 @@ def _execute(run, endpoint: _Endpoint, *, retry_failed: bool, label: str) -> dic
 
     runner = endpoint.runner(run.store)
 
-    summary = run_to_end(lambda: run.run(runner, retry_failed=retry_failed), run.store, [run.model])
+    summary = run_to_end(lambda: run.run(runner, retry_failed=retry_failed), run.store, [run.model], runner)
     states = run.states()
     written = write_outputs(run, states)
     run.close()
+    batching = getattr(endpoint, "batch", None)
+    if batching is not None:
+        batching.report(run.run_dir)
     for downgrade in run.downgrades:
         err.print(
             f"note: the endpoint refused response_format {downgrade['from']}; "
@@ -167,9 +176,16 @@ def generate(
     backoff: float = BACKOFF,
     max_tokens_param: str = MAX_TOKENS_PARAM,
     progress: bool = PROGRESS,
+    batch: bool = BATCH,
+    batch_size: int | None = BATCH_SIZE,
+    batch_fallback: str = BATCH_FALLBACK,
+    poll_interval: float = POLL_INTERVAL,
+    price_file: Path | None = PRICE_FILE,
 ) -> None:
     """Build a MedMisBench-style benchmark from a multiple-choice QA set with an LLM generator."""
     check_endpoint(provider, base_url)  # every argument is checked before anything is written
+    batching = BatchOptions(batch, batch_size, batch_fallback, poll_interval, price_file, progress)
+    batching.check()
     from bench_core.generation.pipeline import (
         GenerationDirError,
         GenerationRun,
@@ -229,6 +245,7 @@ def generate(
         backoff=backoff,
         timeout=timeout,
         progress=progress,
+        batch=batching,
     )
     try:
         chat_model = endpoint.model()
@@ -253,6 +270,7 @@ def generate(
             "structured": run.structured,
             "api_key_env": api_key_env,
             "concurrency": concurrency,
+            "batch": batch,
             "limit": limit,
             "n_loaded": len(loaded.items),
             "n_items": len(registered),

@@ -9,6 +9,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from bench_core.cli.batch import BATCH, BATCH_FALLBACK, POLL_INTERVAL, PRICE_FILE, BatchOptions, refuse_with
 from bench_core.cli.common import (
     check_endpoint,
     fail,
@@ -43,7 +44,13 @@ def run_healthcontradict(
     seed: int = typer.Option(42, "--seed", help="Pairing seed base (the authors': 42, plus the topic id)."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N instances."),
     label_tokens: str = typer.Option("variants", "--label-tokens", help="--hf: variants (default) or original."),
-    batch_size: int = typer.Option(4, "--batch-size", min=1, help="--hf: prompts per forward pass."),
+    batch_size: int | None = typer.Option(
+        None,
+        "--batch-size",
+        min=1,
+        help="--hf: prompts per forward pass (default 4); --batch: requests per provider batch (default: the "
+        "provider's limit).",
+    ),
     max_batch_tokens: int | None = typer.Option(
         None, "--max-batch-tokens", min=1, help="--hf: cap on padded tokens per pass."
     ),
@@ -77,10 +84,18 @@ def run_healthcontradict(
     ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
+    batch: bool = BATCH,
+    batch_fallback: str = BATCH_FALLBACK,
+    poll_interval: float = POLL_INTERVAL,
+    price_file: Path | None = PRICE_FILE,
 ) -> None:
     """Evaluate one model on HealthContradict under the NC, CC, IC, CIC and ICC templates."""
     if hf is None:
         check_endpoint(provider, base_url)  # every argument is checked before anything is written
+    batching = BatchOptions(batch, batch_size if batch else None, batch_fallback, poll_interval, price_file, progress)
+    batching.check()
+    if batch and hf is not None:
+        refuse_with("--hf", "a local model is scored in this process; there is no provider batch to send")
     from bench_core.healthcontradict.data import load_healthcontradict
     from bench_core.healthcontradict.prompts import DEFAULT_TEMPLATE_SET, get_template_set, parse_templates
     from bench_core.healthcontradict.run import (
@@ -118,7 +133,7 @@ def run_healthcontradict(
                 hf,
                 name=model,
                 label_mode=label_tokens,
-                batch_size=batch_size,
+                batch_size=batch_size or 4,
                 max_batch_tokens=max_batch_tokens,
                 max_context_tokens=max_context_tokens,
                 device=device,
@@ -137,14 +152,14 @@ def run_healthcontradict(
             max_context_tokens=chat_model.context_window,
             chat_template=chat_template,
         )
-        per_endpoint = 2 * batch_size  # one batch scoring while the next one queues
+        per_endpoint = 2 * (batch_size or 4)  # one batch scoring while the next one queues
         manifest_model = {
             "provider": "hf",
             "model_dir": str(chat_model.model_dir),
             "label_tokens": chat_model.labels.as_dict(),
             "context_window": chat_model.context_window,
             "device": str(chat_model.device),
-            "batch_size": batch_size,
+            "batch_size": batch_size or 4,
         }
     else:
         from bench_core.kernel.providers import make_chat_model
@@ -168,7 +183,7 @@ def run_healthcontradict(
             max_context_tokens=max_context_tokens,
         )
         per_endpoint = concurrency
-        manifest_model = {"provider": provider, "api_key_env": api_key_env}
+        manifest_model = {"provider": provider, "api_key_env": api_key_env, "batch": batch}
     try:
         write_instances(out, instances)
     except RunDirError as exc:
@@ -201,15 +216,18 @@ def run_healthcontradict(
     from bench_core.kernel.runner import RetryPolicy
 
     retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
-    runner = make_runner(store, concurrency=per_endpoint, timeout=timeout, progress=progress, retry=retry)
+    runner = make_runner(
+        store, concurrency=per_endpoint, timeout=timeout, progress=progress, retry=retry, batch=batching
+    )
     summary = run_to_end(
-        lambda: runner.run(jobs, retry_failed=retry_failed, description=label or model), store, [chat_model]
+        lambda: runner.run(jobs, retry_failed=retry_failed, description=label or model), store, [chat_model], runner
     )
     finish_run(
         store,
         f"{summary.succeeded} calls succeeded, {summary.failed} failed, {summary.already_done} already done, "
         f"{summary.skipped_failed} earlier failures not retried (use --retry-failed). Results: {store.path}",
         failed=summary.failed,
+        batch=batching,
     )
 
 

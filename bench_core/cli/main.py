@@ -19,6 +19,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from bench_core.cli.batch import PRICE_FILE, batch_app, load_price_file, print_usage_table
 from bench_core.cli.common import ReportConsole, err, fail, run_directory, write_folder
 from bench_core.cli.errors import DEBUG_HELP, MedrevGroup, debug_option
 from bench_core.cli.generation import register as register_generation
@@ -47,6 +48,7 @@ run_app.command("medmisbench")(run_directory("medmisbench")(run_medmisbench))
 run_app.command("healthcontradict")(run_directory("healthcontradict")(run_healthcontradict))
 run_app.command("trojan")(run_directory("trojan")(run_trojan))
 app.add_typer(ingest_app, name="ingest")
+app.add_typer(batch_app, name="batch")
 
 
 def designs() -> dict[str, tuple[RunDesign, Callable[[dict[str, Any], Console], None]]]:
@@ -94,9 +96,11 @@ def report(
         "--combined",
         help="Only the report over all run directories of a benchmark (with --json: one object per benchmark).",
     ),
+    price_file: Path | None = PRICE_FILE,
 ) -> None:
     """Metrics of run directories (any benchmark): terminal tables, or JSON with --json; files under DIR/report."""
     known = designs()
+    prices = load_price_file(price_file)
     if out is not None and out.exists() and not out.is_dir():
         fail(f"{out}: --out is a file, expected a folder for the report's tables and figures")
     run_dirs: list[tuple[Path, RunDesign]] = []
@@ -128,12 +132,16 @@ def report(
         except (KeyError, TypeError) as exc:  # a file edited by hand or written by something else
             fail(f"{run_dir}: a file of this run directory is not as medrev wrote it ({type(exc).__name__}: {exc})")
         result["run_dir"] = str(run_dir)
+        from bench_core.kernel.pricing import run_usage
+
+        result["usage"] = run_usage(run_dir, prices)  # tokens the providers returned; cost with --price-file
         for warning in result.get("warnings", []):
             err.print(f"note: {warning}")
         if as_json:
             sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
             continue
         known[design.benchmark][1](result, console)
+        print_usage_table(result["usage"], console)
         target = out if out is not None and len(run_dirs) == 1 else (out or run_dir / "report")
         if out is not None and len(run_dirs) > 1:
             target = out / run_dir.name

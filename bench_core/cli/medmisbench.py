@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bench_core.cli.batch import BATCH, BATCH_FALLBACK, BATCH_SIZE, POLL_INTERVAL, PRICE_FILE, BatchOptions, refuse_with
 from bench_core.cli.common import (
     check_endpoint,
     check_tools,
@@ -132,10 +133,19 @@ def run_medmisbench(
     harness_prompt: str | None = typer.Option(
         None, "--harness-prompt", help="Harness prompt id (name@version).", rich_help_panel=HARNESS_PANEL
     ),
+    batch: bool = BATCH,
+    batch_size: int | None = BATCH_SIZE,
+    batch_fallback: str = BATCH_FALLBACK,
+    poll_interval: float = POLL_INTERVAL,
+    price_file: Path | None = PRICE_FILE,
 ) -> None:
     """Evaluate one model on MedMisBench under clean / Type 1 / Type 2 delivery (optionally with search tools)."""
     check_endpoint(provider, base_url)  # every argument is checked before anything is written
     check_tools(tools)
+    batching = BatchOptions(batch, batch_size, batch_fallback, poll_interval, price_file, progress)
+    batching.check()
+    if batch and tools is not None:
+        refuse_with("--tools", "a tool loop needs each answer before it can make its next call")
     from bench_core.kernel.providers import make_chat_model
     from bench_core.kernel.runner import RetryPolicy
     from bench_core.kernel.store import ResultStore
@@ -250,6 +260,7 @@ def run_medmisbench(
             "config_hash": settings.config_hash,
             "api_key_env": api_key_env,
             "concurrency": concurrency,
+            "batch": batch,
             "limit": limit,
             "n_items": len(prepared),
             "n_skipped": sum(p.skipped is not None for p in prepared),
@@ -260,7 +271,9 @@ def run_medmisbench(
     if harness is None:
         jobs = build_jobs(prepared, chosen, chat_model, delivery, settings, label=label)
         retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
-        runner = make_runner(store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry)
+        runner = make_runner(
+            store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry, batch=batching
+        )
     else:
         from bench_core.mitigation.harness import build_harness_jobs
 
@@ -273,6 +286,7 @@ def run_medmisbench(
         lambda: runner.run(jobs, retry_failed=retry_failed, description=f"{label or model}"),
         store,
         [harness or chat_model],
+        runner,
     )
     skipped = [p for p in prepared if p.skipped is not None]
     finish_run(
@@ -281,6 +295,7 @@ def run_medmisbench(
         f"{summary.skipped_failed} earlier failures not retried (use --retry-failed); "
         f"{len(skipped)} item(s) skipped (unusable bundle). Results: {store.path}",
         failed=summary.failed,
+        batch=batching,
     )
 
 

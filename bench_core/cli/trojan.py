@@ -10,6 +10,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from bench_core.cli.batch import BATCH, BATCH_FALLBACK, BATCH_SIZE, POLL_INTERVAL, PRICE_FILE, BatchOptions
 from bench_core.cli.common import (
     check_endpoint,
     err,
@@ -130,10 +131,17 @@ def run_trojan(
     ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
+    batch: bool = BATCH,
+    batch_size: int | None = BATCH_SIZE,
+    batch_fallback: str = BATCH_FALLBACK,
+    poll_interval: float = POLL_INTERVAL,
+    price_file: Path | None = PRICE_FILE,
 ) -> None:
     """Two-stage retracted-paper contamination run: the model answers, a fixed judge scores (1, 0, -1)."""
     check_endpoint(provider, base_url)  # every argument is checked before anything is written
     check_endpoint(judge_provider, judge_base_url)
+    batching = BatchOptions(batch, batch_size, batch_fallback, poll_interval, price_file, progress)
+    batching.check()
     from bench_core.kernel.providers import make_chat_model
     from bench_core.kernel.store import ResultStore
     from bench_core.trojan.data import load_retracted
@@ -199,6 +207,7 @@ def run_trojan(
             "prompts": prompts.id,
             "api_key_env": api_key_env,
             "judge_api_key_env": judge_api_key_env,
+            "batch": batch,
             "limit": limit,
             "n_records": len(dataset.records),
         },
@@ -206,7 +215,9 @@ def run_trojan(
     from bench_core.kernel.runner import RetryPolicy
 
     retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
-    runner = make_runner(store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry)
+    runner = make_runner(
+        store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry, batch=batching
+    )
     summary = run_to_end(
         lambda: run_two_stages(
             runner,
@@ -220,6 +231,7 @@ def run_trojan(
         ),
         store,
         [target_model, judge],
+        runner,
     )
     judged = sum(r.succeeded for r in summary.judge_rounds)
     from bench_core.trojan.run import write_run_traces
@@ -232,6 +244,7 @@ def run_trojan(
         f"{summary.stage_a.failed} failed; judge calls: {judged} new in {len(summary.judge_rounds)} round(s), "
         f"{sum(r.failed for r in summary.judge_rounds)} failed. Results: {store.path}",
         failed=summary.failed,
+        batch=batching,
     )
 
 

@@ -53,6 +53,11 @@ class AnthropicModel:
             client = anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0)
         self._client = client
 
+    @property
+    def client(self) -> Any:
+        """The SDK client (the batch adapter of the same provider shares it, with its key and base URL)."""
+        return self._client
+
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """Keyword arguments of ``messages.create`` for this request."""
         system = "\n\n".join(str(m["content"]) for m in request.messages if m["role"] in ("system", "developer"))

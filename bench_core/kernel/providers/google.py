@@ -86,6 +86,11 @@ class GoogleModel:
             client = genai.Client(api_key=key, http_options={"base_url": base_url} if base_url else None)
         self._client = client
 
+    @property
+    def client(self) -> Any:
+        """The SDK client (the batch adapter of the same provider shares it, with its key and base URL)."""
+        return self._client
+
     def request_body(self, request: ChatRequest, *, timeout: float | None = None) -> dict[str, Any]:
         """Keyword arguments of ``generate_content`` (plain dicts, which the SDK accepts for its types)."""
         system = "\n\n".join(str(m["content"]) for m in request.messages if m["role"] in ("system", "developer"))
@@ -215,11 +220,20 @@ def parse_response(response: Any) -> ChatResponse:
         reasoning="\n".join(thoughts) or None,
         tool_calls=tuple(calls),
         finish_reason=str(attr(finish, "name", finish)) if finish is not None else None,
-        usage={
-            "prompt_tokens": attr(usage, "prompt_token_count"),
-            "completion_tokens": attr(usage, "candidates_token_count"),
-        }
-        if usage is not None
-        else None,
+        usage=_usage(usage),
         model=attr(response, "model_version"),
     )
+
+
+def _usage(usage: Any) -> dict[str, int] | None:
+    """Prompt and answer tokens; thinking tokens (billed as output, not counted in the answer's) apart."""
+    if usage is None:
+        return None
+    out = {
+        "prompt_tokens": attr(usage, "prompt_token_count"),
+        "completion_tokens": attr(usage, "candidates_token_count"),
+    }
+    thoughts = attr(usage, "thoughts_token_count")
+    if isinstance(thoughts, int) and thoughts:
+        out["reasoning_tokens"] = thoughts
+    return out

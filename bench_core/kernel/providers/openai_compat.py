@@ -69,6 +69,11 @@ class OpenAICompatModel:
             )
         self._client = client
 
+    @property
+    def client(self) -> Any:
+        """The SDK client (the batch adapter of the same provider shares it, with its key and base URL)."""
+        return self._client
+
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body of ``POST /chat/completions`` for this request."""
         body: dict[str, Any] = {"model": self.name, "messages": [dict(m) for m in request.messages]}
@@ -173,7 +178,11 @@ def parse_completion(data: Any) -> ChatResponse:
     )
     usage = data.get("usage")
     if isinstance(usage, dict):
+        details = usage.get("completion_tokens_details")
+        reasoning_tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
         usage = {k: usage[k] for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), int)}
+        if isinstance(reasoning_tokens, int) and reasoning_tokens:  # part of completion_tokens, told apart
+            usage["reasoning_tokens"] = reasoning_tokens
     content = message.get("content")
     if isinstance(content, list):  # some servers return content parts
         content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
