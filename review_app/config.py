@@ -129,14 +129,6 @@ def write_project_file(database_url: str, folder: Path) -> Path | None:
     return path
 
 
-def database_url_source() -> str:
-    """Where the database URL comes from, for messages: the variable, a medrev.toml, or the default."""
-    if os.environ.get("MEDREV_DATABASE_URL"):
-        return "MEDREV_DATABASE_URL"
-    found = find_project_file()
-    return str(found) if found is not None else f"the default (MEDREV_HOME, {default_sqlite_url()})"
-
-
 def _database_url() -> str:
     from_env = os.environ.get("MEDREV_DATABASE_URL")
     if from_env:

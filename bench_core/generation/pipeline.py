@@ -591,10 +591,6 @@ def _comparable(item: MCQItem) -> str:
     return json.dumps(data, sort_keys=True, ensure_ascii=False)
 
 
-def load_registered_items(run_dir: Path) -> list[MCQItem]:
-    return [MCQItem.model_validate(row["item"]) for row in read_jsonl(Path(run_dir) / SOURCE_ITEMS_FILE)]
-
-
 def append_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     """Record one invocation in ``generation_runs.jsonl`` (callers pass the names of env vars, never their values)."""
     rundir.append_manifest(run_dir, BENCHMARK, manifest, file=MANIFEST_FILE)

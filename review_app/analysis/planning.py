@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -1016,8 +1016,3 @@ def plan_harm_or(
         },
         notes=tuple(notes),
     )
-
-
-def with_seconds(plan: Plan, seconds_per_rating: float | None) -> Plan:
-    """The plan with reviewer-hours at ``seconds_per_rating`` (e.g. a pilot's median time on task)."""
-    return replace(plan, seconds_per_rating=_check_seconds(seconds_per_rating))

@@ -102,15 +102,6 @@ def lead_manages(session: Session, lead: Reviewer, target: Reviewer) -> bool:
     return bool(session.exec(select(exists(shared))).one())
 
 
-def led_study_ids(session: Session, user: Reviewer | None) -> set[int] | None:
-    """Ids of the studies ``user`` leads; None when they lead every study (admin, system)."""
-    if user is None or user.role == "admin":
-        return None
-    if user.role != "lead":
-        return set()
-    return set(session.exec(select(StudyLead.study_id).where(StudyLead.reviewer_id == user.id)))
-
-
 def get_study(session: Session, name: str) -> Study:
     study = session.exec(select(Study).where(Study.name == name)).first()
     if study is None:

@@ -299,6 +299,9 @@ def shutdown() -> None:
 # --- paused while reviewers' requests run (see the module's docstring) ------------------------------
 
 PAUSE_AT_MOST_S = 0.1
+# The pauses' clock. A seam: a test's own clock decides when a pause has lasted long enough, so what
+# it checks does not depend on how fast the machine runs; it notifies ``_pause`` after moving it.
+_clock: Callable[[], float] = time.monotonic
 _pause = threading.Condition(threading.Lock())
 _paused: list[int] = []  # the workers stopped now
 _paused_at = 0.0
@@ -318,7 +321,7 @@ def _pause_workers() -> None:
     if not hasattr(signal, "SIGSTOP"):
         return
     with _pause:
-        if _paused or time.monotonic() < _run_until:
+        if _paused or _clock() < _run_until:
             return
         with _lock:
             pids = list(getattr(_executor, "_processes", None) or {}) if _executor is not None else []
@@ -326,7 +329,7 @@ def _pause_workers() -> None:
             return
         _signal(pids, signal.SIGSTOP)
         _paused.extend(pids)
-        _paused_at = time.monotonic()
+        _paused_at = _clock()
         if _watchdog is None or not _watchdog.is_alive():
             _watchdog = threading.Thread(target=_cut_short, name="medrev-worker-pause", daemon=True)
             _watchdog.start()
@@ -350,11 +353,12 @@ def _cut_short() -> None:
             _pause.wait_for(lambda: bool(_paused))
             started = _paused_at
             ends = started + PAUSE_AT_MOST_S
-            _pause.wait_for(lambda s=started: not _paused or _paused_at != s, timeout=max(ends - time.monotonic(), 0))
-            if _paused and _paused_at == started and time.monotonic() >= ends:
+            while _paused and _paused_at == started and (left := ends - _clock()) > 0:
+                _pause.wait(left)
+            if _paused and _paused_at == started:
                 _signal(_paused, signal.SIGCONT)
                 _paused.clear()
-                _run_until = time.monotonic() + PAUSE_AT_MOST_S
+                _run_until = _clock() + PAUSE_AT_MOST_S
 
 
 priority.on_reviewers(_pause_workers, _continue_workers)

@@ -768,25 +768,13 @@ def _plan_run(run_dir: Path, actor: Actor, via: str, skip_bad_rows: bool) -> _Bo
 # ---------------------------------------------------------------- retracted-paper runs (judge audit)
 
 
-def import_judge_run(
-    engine: Engine,
-    path: str | Path,
-    *,
-    actor: Actor,
-    via: str = "cli",
-    dry_run: bool = False,
-    skip_bad_rows: bool = False,
-) -> list[ImportSummary]:
-    """Import a retracted-paper run (a ``bench run trojan`` directory, or ``records.json`` +
+def _plan_judge(path: Path, actor: Actor, via: str) -> _Body:
+    """Plan a retracted-paper run's import (a ``bench run trojan`` directory, or ``records.json`` +
     ``traces.jsonl``) for a judge audit: each record becomes an item of kind ``retracted`` and each
     (record, model) trace a response carrying the judge's label and rationale.
 
     Flagged traces (no judge label) are imported too: clinicians can still give their label.
     """
-    return _in_transaction(engine, dry_run, _plan_judge(Path(path), actor, via), ("item", "model_response"))
-
-
-def _plan_judge(path: Path, actor: Actor, via: str) -> _Body:
     from bench_core.kernel.rundir import RUNS_FILE
     from bench_core.kernel.store import RESULTS_FILE
     from bench_core.trojan import RECORDS_FILE, TRACES_FILE, RunDirError, read_traces

@@ -98,15 +98,16 @@ def reviewers_in_flight() -> int:
     return _in_flight
 
 
-def yield_to_reviewers(max_wait: float = MAX_WAIT_S) -> float:
+def yield_to_reviewers(max_wait: float = MAX_WAIT_S, *, clock: Callable[[], float] = time.perf_counter) -> float:
     """Wait (without the interpreter) while a reviewer's request runs, at most ``max_wait`` seconds.
 
-    Called by lead work between its steps. Returns the seconds waited (0 when no reviewer was in
-    flight or the caller is one).
+    Called by lead work between its steps. Returns the seconds waited by ``clock`` (0 when no
+    reviewer was in flight or the caller is one; then the clock is not read). ``clock`` is a seam:
+    a test's own clock makes the value it checks independent of the machine's speed.
     """
     if not _in_flight or getattr(_local, "depth", 0):
         return 0.0
-    start = time.perf_counter()
+    start = clock()
     with _changed:
         _changed.wait_for(lambda: not _in_flight, timeout=max_wait)
-    return time.perf_counter() - start
+    return clock() - start

@@ -541,6 +541,14 @@ class AlertsNow:
 _last_alerts: dict[tuple[str, str], tuple[Alert, ...]] = {}
 
 
+def _fill_starts(tag: str) -> None:
+    """Called first in a background fill's thread (``tag``: ``quality_alerts``, ``quality_report``).
+
+    A seam: a test replaces it to hold a fill back until it has seen what a page shows meanwhile,
+    which otherwise depends on whether the machine finished the fill first.
+    """
+
+
 def quality_alerts_if_ready(engine: Engine, actor: Actor, study_name: str) -> AlertsNow | None:
     """:func:`cached_quality_alerts` if computed for the current data version, else the last ones.
 
@@ -558,6 +566,7 @@ def quality_alerts_if_ready(engine: Engine, actor: Actor, study_name: str) -> Al
         return AlertsNow(found, current=True)
 
     def fill() -> None:  # remembered even when reviewers have written meanwhile (then it is not cached)
+        _fill_starts("quality_alerts")
         # the frame first, as a job of its own: a page opened meanwhile runs next, on that frame
         compute_workers.run(engine, warm_frame, study_name)
         _last_alerts[name] = _cached_quality(engine, study_name, inputs, severity=False).quality.alerts
@@ -593,9 +602,12 @@ def quality_report_now(engine: Engine, actor: Actor, study_name: str, *, wait_se
         return ReportNow(full, complete=True)
     start = time.monotonic()
     partial = _cached_quality(engine, study_name, inputs, severity=False)
-    started = CACHE.in_background(
-        engine, study_name, "quality_report", lambda: _cached_quality(engine, study_name, inputs, severity=True)
-    )
+
+    def fill() -> None:
+        _fill_starts("quality_report")
+        _cached_quality(engine, study_name, inputs, severity=True)
+
+    started = CACHE.in_background(engine, study_name, "quality_report", fill)
     if not started or time.monotonic() - start > wait_seconds:
         return ReportNow(partial, complete=False)  # a large study (or a rerun meanwhile): no waiting
     deadline = time.monotonic() + wait_seconds

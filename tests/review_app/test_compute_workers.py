@@ -6,7 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -297,11 +299,38 @@ def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
-def _until(condition, seconds: float = 5.0) -> bool:
+def _until(condition, seconds: float = 60.0) -> bool:
+    """Wait for something that will happen (a signal taking effect); the bound only ends a failing test."""
     deadline = time.monotonic() + seconds
     while not condition() and time.monotonic() < deadline:
         time.sleep(0.005)
     return condition()
+
+
+class _PauseClock:
+    """The pauses' clock (``compute_workers._clock``), moved by the test instead of by the machine's time."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.watchdog_read = threading.Event()
+
+    def __call__(self) -> float:
+        if threading.current_thread().name == "medrev-worker-pause":
+            self.watchdog_read.set()
+        return self.now
+
+    def move_to(self, now: float) -> None:
+        """Set the time; with a pause on, return once the pause's watchdog has looked at the new time and
+        acted on it (it holds ``_pause`` until it waits again)."""
+        with compute_workers._pause:
+            self.now = now
+            self.watchdog_read.clear()
+            compute_workers._pause.notify_all()
+            paused = bool(compute_workers._paused)
+        if paused:
+            assert self.watchdog_read.wait(60), "the pause's watchdog never looked at the clock"
+            with compute_workers._pause:
+                pass
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
@@ -309,7 +338,10 @@ def test_workers_are_paused_while_a_reviewer_s_request_runs_and_at_most_briefly(
     from review_app.services.priority import reviewer_work
 
     engine, _lead_row, _slots = study
+    clock = _PauseClock(1000.0)
+    monkeypatch.setattr(compute_workers, "_clock", clock)
     monkeypatch.setattr(compute_workers, "_run_until", 0.0)  # no pause cut short by an earlier test
+    monkeypatch.setattr(compute_workers, "PAUSE_AT_MOST_S", 0.5)
     assert compute_workers.run(engine, _pid_job)[0] != os.getpid()
     (pid,) = compute_workers.worker_pids()
     assert _state(pid) != "T"
@@ -318,18 +350,23 @@ def test_workers_are_paused_while_a_reviewer_s_request_runs_and_at_most_briefly(
         assert _until(lambda: _state(pid) == "T")  # a signal takes effect when the process next runs
     assert compute_workers._paused == []
     assert _until(lambda: _state(pid) != "T")
-    # a reviewer's request that lasts: the pause ends after PAUSE_AT_MOST_S and a job runs meanwhile
-    monkeypatch.setattr(compute_workers, "PAUSE_AT_MOST_S", 0.5)
-    with reviewer_work():
+    # a reviewer's request that lasts: the worker stays stopped until the pause has lasted PAUSE_AT_MOST_S ...
+    with reviewer_work(), ThreadPoolExecutor(1) as lead:
         assert compute_workers._paused == [pid]
-        started = time.monotonic()
-        assert compute_workers.run(engine, _pid_job)[0] == pid
-        assert 0.3 < time.monotonic() - started < 5
-        assert compute_workers._paused == []
-    # ... and the next request within as long again leaves the worker running
+        assert _until(lambda: _state(pid) == "T")
+        job = lead.submit(compute_workers.run, engine, _pid_job)
+        clock.move_to(1000.49)
+        assert compute_workers._paused == [pid] and _state(pid) == "T" and not job.done()
+        # ... then it runs (a lead's job with it), and goes on running for as long
+        clock.move_to(1000.5)
+        assert compute_workers._paused == [] and compute_workers._run_until == 1001.0
+        assert job.result(timeout=120)[0] == pid
+    # the next request within that time leaves the worker running ...
+    clock.move_to(1000.99)
     with reviewer_work():
         assert compute_workers._paused == []
-    time.sleep(0.6)
+    # ... and the one after it pauses the worker again
+    clock.move_to(1001.0)
     with reviewer_work():
         assert compute_workers._paused == [pid]
     compute_workers.shutdown()

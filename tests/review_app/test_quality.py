@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pandas as pd
 import pytest
@@ -28,6 +32,7 @@ def b(correct, uptake, grounding, harm):
 
 
 WORST, SAFE = b(0, 0, 0, 0), b(2, 2, 2, 2)
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -333,12 +338,48 @@ def test_rated_counts_are_asked_in_chunks_whatever_the_number_of_tasks(setup, mo
     assert quality.gold_candidates(engine, lead, "main") == expected and expected
 
 
-def test_progress_alerts_are_computed_in_the_background_and_the_last_ones_shown_meanwhile(setup):
+class HeldFills:
+    """Background fills of quality values (``quality._fill_starts``) held back until the test releases them.
+
+    What a page shows while a fill runs must not depend on whether the machine finished it first.
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.gate = threading.Event()
+        monkeypatch.setattr(quality, "_fill_starts", self._wait)
+
+    def _wait(self, tag: str) -> None:
+        where = threading.current_thread().name
+        assert where.startswith("medrev-fill-"), f"the {tag} fill ran on the caller's thread ({where})"
+        assert self.gate.wait(600), "a held background fill was never released"
+
+    def hold(self) -> None:
+        self.gate.clear()
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+@pytest.fixture
+def held_fills(monkeypatch) -> Iterator[HeldFills]:
+    held = HeldFills(monkeypatch)
+    yield held
+    held.release()  # a test that failed holding leaves no thread waiting
+
+
+def _until_ready(read: Callable[[], T | None], ready: Callable[[T], bool], what: str) -> T:
+    """Ask again until a background fill has delivered (the deadline only ends a test that would hang)."""
+    deadline = time.monotonic() + 300
+    while (value := read()) is None or not ready(value):
+        assert time.monotonic() < deadline, f"{what} never came"
+        time.sleep(0.05)
+    return value
+
+
+def test_progress_alerts_are_computed_in_the_background_and_the_last_ones_shown_meanwhile(setup, held_fills):
     """``quality_alerts_if_ready`` never computes on the caller's thread: None the first time, the
     current alerts once the background fill is done, and the last ones (``current=False``) while the
     alerts of newer data are on their way."""
-    import time
-
     from review_app.services.study_cache import CACHE
 
     engine, _reviewers, lead = setup
@@ -350,30 +391,26 @@ def test_progress_alerts_are_computed_in_the_background_and_the_last_ones_shown_
     slot = slots_by_task(engine, "main", "B")[task.id][0]
 
     def settle() -> quality.AlertsNow:
-        deadline = time.monotonic() + 120
-        while (now := quality.quality_alerts_if_ready(engine, lead, "main")) is None or not now.current:
-            assert time.monotonic() < deadline, "the background fill never finished"
-            time.sleep(0.1)
-        return now
+        return _until_ready(
+            lambda: quality.quality_alerts_if_ready(engine, lead, "main"), lambda now: now.current, "the alerts"
+        )
 
-    first = quality.quality_alerts_if_ready(engine, lead, "main")
-    assert first is None or first.current is False  # nothing computed for this study in this process yet
+    assert quality.quality_alerts_if_ready(engine, lead, "main") is None  # nothing computed yet; the fill waits
+    held_fills.release()
     assert not settle().alerts
     rate(engine, slot, SAFE)  # a gold task scored against the expectation: a gold alert, on newer data
+    held_fills.hold()
     meanwhile = quality.quality_alerts_if_ready(engine, lead, "main")
-    assert meanwhile is not None
-    if not meanwhile.current:  # the fill may already be done on a fast machine
-        assert not meanwhile.alerts  # the last alerts computed, marked as not current
+    assert meanwhile == quality.AlertsNow(alerts=(), current=False)  # the last alerts computed, not current
+    held_fills.release()
     now = settle()
     assert [a.kind for a in now.alerts] == ["gold"]
     assert now.alerts == quality.cached_quality_alerts(engine, lead, "main")
 
 
-def test_the_report_without_severity_comes_at_once_and_the_full_one_in_the_background(engine):
+def test_the_report_without_severity_comes_at_once_and_the_full_one_in_the_background(engine, held_fills):
     """``quality_report_now`` never fits the harm model on the caller's thread unless asked to wait: the
     report without severity (the same numbers otherwise) at once, the full one once its fill is done."""
-    import time
-
     from review_app.db.models import Reviewer
     from review_app.demo import DEMO_STUDY, seed_demo_database
     from review_app.services.study_cache import CACHE
@@ -383,16 +420,16 @@ def test_the_report_without_severity_comes_at_once_and_the_full_one_in_the_backg
         lead = session.exec(select(Reviewer).where(Reviewer.username == "lead01")).one()
     CACHE.clear()
     full = quality.quality_report(engine, lead, DEMO_STUDY)
-    now = quality.quality_report_now(engine, lead, DEMO_STUDY)
-    if not now.complete:  # the background fill may already be done on a fast machine
-        assert "severity" not in now.report.quality.table and now.report.quality.alerts == full.quality.alerts
-        shared = [c for c in now.report.table().columns if c in full.table().columns]
-        assert len(shared) == len(now.report.table().columns) > 10
-        pd.testing.assert_frame_equal(now.report.table(), full.table()[shared], check_exact=True)
-    deadline = time.monotonic() + 120
-    while not now.complete:
-        assert time.monotonic() < deadline, "the full report never came"
-        time.sleep(0.1)
-        now = quality.quality_report_now(engine, lead, DEMO_STUDY)
+    now = quality.quality_report_now(engine, lead, DEMO_STUDY)  # its severity fill waits
+    assert not now.complete
+    assert "severity" not in now.report.quality.table and now.report.quality.alerts == full.quality.alerts
+    shared = [c for c in now.report.table().columns if c in full.table().columns]
+    assert len(shared) == len(now.report.table().columns) > 10
+    pd.testing.assert_frame_equal(now.report.table(), full.table()[shared], check_exact=True)
+    assert not quality.quality_report_now(engine, lead, DEMO_STUDY).complete  # asked again: still on its way
+    held_fills.release()
+    now = _until_ready(
+        lambda: quality.quality_report_now(engine, lead, DEMO_STUDY), lambda now: now.complete, "the full report"
+    )
     pd.testing.assert_frame_equal(now.report.table(), full.table(), check_exact=True)
     assert now.report is quality.cached_quality_report(engine, lead, DEMO_STUDY)

@@ -377,16 +377,6 @@ def test_fit_on_cells_has_the_row_by_row_likelihood(n_agq: int) -> None:
         assert fit.loglik(beta, sigma) == pytest.approx(expected, rel=1e-11)
 
 
-def test_bayes_alternative_is_labelled_and_runs() -> None:
-    from review_app.analysis.harm_model_bayes import fit_bayes_alternative
-
-    data = pd.read_csv(DATA / "sim_harm.csv")
-    fit = fit_bayes_alternative(data, "worst_case", ["provenance"], "rater", reference={"provenance": "neutral"})
-    assert "not maximum likelihood" in fit.method and "not maximum likelihood" in fit.summary()
-    assert list(fit.to_frame().index) == ["Intercept", "provenance[authority]", "provenance[patient]"]
-    assert fit.group_sd > 0
-
-
 def test_blank_and_stripped_text_decide_each_distinct_value_as_the_cell_by_cell_forms_do() -> None:
     """The fits' preparation decides each distinct value once; the result is the per-cell one exactly."""
     import numpy as np

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 
 import pandas as pd
 import pytest
@@ -15,6 +16,7 @@ from review_app.db.models import Assignment, Reviewer, Study, Task
 from review_app.demo import DEMO_STUDY
 from review_app.rubrics import get_rubric
 from review_app.services import planning, quality
+from tests.review_app.test_quality import HeldFills
 
 from .conftest import APP, sign_in, walk_text
 
@@ -78,8 +80,8 @@ def test_lead_plans_keeps_the_plan_and_set_up_checks_the_pool_against_it(demo_db
 
 
 def _with_severity(at: AppTest) -> AppTest:
-    """Rerun the page until severity (computed in the background on a slow machine) is shown."""
-    deadline = time.monotonic() + 120
+    """Rerun the page until severity (computed in the background) is shown."""
+    deadline = time.monotonic() + 300
     while any("Computing severity" in c.value for c in at.caption):
         assert time.monotonic() < deadline, "severity was never shown"
         time.sleep(0.2)
@@ -142,7 +144,14 @@ def test_gold_marked_on_the_page_changes_nothing_for_the_reviewer(demo_db):
     assert review_page() == before
 
 
-def test_progress_page_raises_the_gold_alert_the_lead_set(demo_db):
+@pytest.fixture
+def held_fills(monkeypatch) -> Iterator[HeldFills]:
+    held = HeldFills(monkeypatch)
+    yield held
+    held.release()
+
+
+def test_progress_page_raises_the_gold_alert_the_lead_set(demo_db, held_fills):
     from tests.review_app.factories import rate
 
     lead = _user(demo_db, "lead01")
@@ -154,20 +163,24 @@ def test_progress_page_raises_the_gold_alert_the_lead_set(demo_db):
         slot = session.exec(select(Assignment).where(Assignment.task_id == task_id)).first()
     rate(demo_db, slot, dict.fromkeys(get_rubric("B").dimension_keys, 2))
     at = _lead_page("views/lead_progress.py")
-    # The counts show at once; the alerts are computed in the background and shown on a later rerun
-    # (the page's polling fragment reruns it in a browser; here the test reruns it).
+    # The counts show at once; the alerts are computed in the background (held here until the test has
+    # seen the page without them) and shown on a later rerun (the page's polling fragment reruns it in a
+    # browser; here the test reruns it).
     assert at.metric[0].label.startswith("Tasks complete, of ")
-    deadline = time.monotonic() + 120
-    while not any(w.value.startswith("Reviewer quality:") for w in at.warning) and time.monotonic() < deadline:
-        assert any("Checking reviewer quality" in c.value for c in at.caption)
-        time.sleep(0.5)
+    assert any("Checking reviewer quality" in c.value for c in at.caption)
+    assert not any(w.value.startswith("Reviewer quality:") for w in at.warning)
+    held_fills.release()
+    deadline = time.monotonic() + 300
+    while not any(w.value.startswith("Reviewer quality:") for w in at.warning):
+        assert time.monotonic() < deadline, "the alerts were never shown"
+        time.sleep(0.2)
         at.run()
     warnings = [w.value for w in at.warning]
     assert any(w.startswith("Reviewer quality:") and "gold scores matched" in w for w in warnings), warnings
     assert not any("Checking reviewer quality" in c.value for c in at.caption)
 
 
-def test_quality_page_shows_the_rest_at_once_and_severity_when_ready(demo_db, monkeypatch):
+def test_quality_page_shows_the_rest_at_once_and_severity_when_ready(demo_db, monkeypatch, held_fills):
     """Severity (two harm-model fits) is computed in the background: the page shows every other column
     at once, the same numbers as the full report, then severity on a rerun once it is ready."""
     from review_app.services.study_cache import CACHE
@@ -177,12 +190,13 @@ def test_quality_page_shows_the_rest_at_once_and_severity_when_ready(demo_db, mo
     monkeypatch.setattr(component, "REPORT_WAIT_SECONDS", 0.0)
     report = quality.quality_report(demo_db, _user(demo_db, "lead01"), DEMO_STUDY)
     full = report.table()
-    at = _lead_page("views/lead_quality.py")
+    at = _lead_page("views/lead_quality.py")  # severity's fill is held until the test releases it
     first = at.dataframe[0].value
-    if "severity" not in first.columns:  # the background fit may already be done on a fast machine
-        assert any("Computing severity" in c.value for c in at.caption)
-        assert len(at.get("plotly_chart")) == 1  # the CUSUM; no severity forest yet
-        pd.testing.assert_frame_equal(first.reset_index(drop=True), full[list(first.columns)], check_exact=True)
+    assert "severity" not in first.columns
+    assert any("Computing severity" in c.value for c in at.caption)
+    assert len(at.get("plotly_chart")) == 1  # the CUSUM; no severity forest yet
+    pd.testing.assert_frame_equal(first.reset_index(drop=True), full[list(first.columns)], check_exact=True)
+    held_fills.release()
     at = _with_severity(at)
     pd.testing.assert_frame_equal(at.dataframe[0].value.reset_index(drop=True), full, check_exact=True)
     assert len(at.get("plotly_chart")) == 2
