@@ -1,9 +1,11 @@
 """The documented deployment runs: nginx (Debian) in front of two `medrev app` replicas on one PostgreSQL.
 
 Uses `deploy/nginx.conf` as shipped, with the ports and a self-signed certificate (made here with
-openssl) filled in. Plain HTTP redirects to HTTPS; every HTTPS response carries HSTS, anti-framing and
-nosniff headers. A reviewer works through nginx over TLS (the websocket goes through the proxy),
-another works on the second replica directly, and both write to the same PostgreSQL database.
+openssl) filled in, and a second access log naming the replica that answered each request and the
+browser's routing key (``test_deployment_affinity.py`` reads it). Plain HTTP redirects to HTTPS; every
+HTTPS response carries HSTS, anti-framing and nosniff headers. A reviewer works through nginx over TLS
+(the websocket goes through the proxy), another works on the second replica directly, and both write to
+the same PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -94,6 +96,10 @@ def _nginx_conf(prefix: Path, listen: int, http: int, replicas: tuple[int, int],
         "http {",
         "http {\n"
         f"    access_log {prefix}/access.log;\n"
+        # Which replica answered each request, and the browser's routing key (tests of the affinity).
+        "    log_format routes '$msec|$status|$upstream_addr|$medrev_route|$cookie_medrev_route|"
+        "$request_method|$uri';\n"
+        f"    access_log {prefix}/routes.log routes;\n"
         f"    client_body_temp_path {prefix}/body;\n    proxy_temp_path {prefix}/proxy;\n"
         f"    fastcgi_temp_path {prefix}/fastcgi;\n    uwsgi_temp_path {prefix}/uwsgi;\n"
         f"    scgi_temp_path {prefix}/scgi;\n",
