@@ -15,6 +15,7 @@ import streamlit as st
 
 from review_app.services import accounts
 from review_app.services.priority import reviewer_work, yield_to_reviewers
+from review_app.ui.components import accessibility
 from review_app.ui.components.database import database_faults_shown, require_database
 from review_app.ui.components.text import plain
 from review_app.ui.session import (
@@ -58,6 +59,7 @@ def main() -> None:
         # The score buttons' labels are their keys already; Streamlit's extra key badge would repeat them.
         ".stElementContainer[class*='-kb'] kbd{display:none;}</style>"
     )
+    accessibility.apply_styles()
     require_database()  # a database fault is one sentence here, never a traceback
     start_compute_workers()  # with the server already (medrev_asgi); else here, whoever the page is for
 
@@ -81,20 +83,27 @@ def main() -> None:
         sign_in += [st.Page("views/sign_in.py", title="Sign in", url_path=Path(p[0]).stem) for p in PAGES]
         with database_faults_shown():
             st.navigation(sign_in, position="hidden").run()
+        accessibility.install_script()
         st.stop()
 
     sections: dict[str, list] = {}
+    review_page = None
     for script, title, icon, section, roles in PAGES:
         if user.role in roles:
-            sections.setdefault(section, []).append(
-                st.Page(script, title=title, icon=icon, default=script == "views/queue.py")
-            )
-    # Every page listed (no "View more"): a lead's pages must all be one click away.
-    page = st.navigation(sections, expanded=True)
+            listed = st.Page(script, title=title, icon=icon, default=script == "views/queue.py")
+            sections.setdefault(section, []).append(listed)
+            if script == "views/review.py":
+                review_page = listed
+    # Streamlit's own sidebar navigation breaks list markup (WCAG 1.3.1): the app draws its own, every
+    # page listed, so a lead's pages are all one click away.
+    page = st.navigation([p for pages in sections.values() for p in pages], position="hidden")
+    reviewing = any(page is listed for listed in sections["Review"])
     with st.sidebar:
+        accessibility.navigation(sections)
         st.markdown(f"**{plain(user.display_name)}**  \n{user.role}")
         st.button("Sign out", on_click=sign_out, icon=":material/logout:")
-    reviewing = any(page is listed for listed in sections["Review"])
+        if page is not review_page:  # there the score panel runs the same script
+            accessibility.install_script()
     with database_faults_shown(), reviewer_work() if reviewing else nullcontext():
         if not reviewing:
             yield_to_reviewers()  # a lead page starts after the reviewers' requests in flight (services.priority)

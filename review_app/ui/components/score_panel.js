@@ -10,6 +10,13 @@
 // and clicks go nowhere until the server answers: to the next task, or back here with a message.
 //
 // Everything shown comes from `data` and is set as text (textContent / value), never as markup.
+//
+// Keyboard and screen readers: each dimension is a radio group with one Tab stop (its checked
+// score, else its first); Left/Right move between its scores, Space or Enter gives the focused one,
+// Up/Down move to the dimension above or below, and a digit scores the active dimension. The focus
+// follows the active dimension while it is in the panel, and a new task puts it on the task's first
+// dimension. Each score is spoken through the page's live region (a11y.js), each message through
+// the panel's own (its footer).
 
 const S = (window.__medrevScorePanel ||= {
   src: newSourceId(),
@@ -76,6 +83,7 @@ function newView(data) {
     savedAt: data.saved_at || "",
     submitting: 0, // seq of the submit event waiting for the server's answer
     active: 0,
+    stops: {}, // dimension index -> index of the score holding its Tab stop (after Left/Right)
     dom: null,
   };
 }
@@ -122,13 +130,44 @@ function blocked(view) {
   return view.readonly || view.submitting;
 }
 
+function say(text) {
+  if (window.medrevA11y) window.medrevA11y.announce(text);
+}
+
+function levelFocused(view) {
+  const focused = document.activeElement;
+  return !!(view.dom && focused && focused.classList.contains("mrk-level") && view.dom.box.contains(focused));
+}
+
+function stopOf(view, index) {
+  const dim = view.dims[index];
+  const chosen = dim.levels.findIndex((l) => l.value === view.scores[dim.key]);
+  const stop = view.stops[index];
+  return stop !== undefined ? stop : Math.max(0, chosen);
+}
+
+function focusActive(view) {
+  // The focus goes where the eye goes: the active dimension's Tab stop, scrolled into the score box.
+  const d = view.dom;
+  if (!d || view.readonly || !d.root.isConnected) return;
+  const button = d.dims[view.active].buttons[stopOf(view, view.active)];
+  if (button && document.activeElement !== button) button.focus({ preventScroll: true });
+  keepInView(d.box, d.dims[view.active].section);
+}
+
 function setScore(view, index, value) {
   if (blocked(view)) return;
   const dim = view.dims[index];
+  const followFocus = levelFocused(view);
   view.scores[dim.key] = value;
+  delete view.stops[index];
   emit(view, { t: "score", dim: dim.key, value });
   view.active = nextActive(view, index);
   render(view, true);
+  if (followFocus) focusActive(view);
+  const level = dim.levels.find((l) => l.value === value);
+  const next = firstUnscored(view, 0) < 0 ? " Every dimension scored." : ` Next: ${view.dims[view.active].name}.`;
+  say(`${dim.name}: ${value}, ${level ? level.label : ""}.${view.active === index ? "" : next}`);
 }
 
 function toggleFlag(view, key) {
@@ -171,12 +210,30 @@ function onKeyDown(event) {
     return;
   }
   if (event.ctrlKey || event.metaKey || event.altKey || isEditable(event.target)) return;
+  const target = event.target;
+  const onLevel = !!(view.dom && target instanceof Element && target.classList.contains("mrk-level"));
   if (event.key === "ArrowDown" || event.key === "ArrowUp") {
-    if (blocked(view)) return;
+    // Elsewhere (the material, a list, the page) the arrow keys scroll as usual.
+    const here = target === document.body || target === document.documentElement || S.root.contains(target);
+    if (blocked(view) || !here) return;
     event.preventDefault();
     const step = event.key === "ArrowDown" ? 1 : -1;
     view.active = Math.max(0, Math.min(view.dims.length - 1, view.active + step));
     render(view, true);
+    if (onLevel) focusActive(view);
+    return;
+  }
+  if (onLevel && ["ArrowLeft", "ArrowRight", "Home", "End"].includes(event.key)) {
+    event.preventDefault();
+    const i = view.dom.dims.findIndex((d) => d.buttons.includes(target));
+    if (i < 0) return;
+    const buttons = view.dom.dims[i].buttons;
+    const k = buttons.indexOf(target);
+    const last = buttons.length - 1;
+    const to = { ArrowLeft: k - 1, ArrowRight: k + 1, Home: 0, End: last }[event.key];
+    view.stops[i] = Math.max(0, Math.min(last, to));
+    render(view, false);
+    buttons[view.stops[i]].focus({ preventScroll: true });
     return;
   }
   const dim = view.dims[view.active];
@@ -197,39 +254,59 @@ function build(view, data) {
   const dims = view.dims.map((dim, i) => {
     const section = el("section", "mrk-dim");
     section.dataset.dim = dim.key;
+    const ids = `mrk-${view.aid}-${i}`;
     const head = el("div", "mrk-head");
     head.appendChild(el("span", "mrk-num", i + 1));
     head.appendChild(el("span", "mrk-name", dim.name));
-    head.appendChild(el("span", "mrk-keys", ""));
+    const keys = el("span", "mrk-keys", "");
+    keys.setAttribute("aria-hidden", "true"); // the hint below Submit says the same
+    head.appendChild(keys);
     head.addEventListener("click", () => {
       if (blocked(view)) return;
       view.active = i;
       render(view, true);
     });
     section.appendChild(head);
-    section.appendChild(el("div", "mrk-question", dim.question));
+    const question = el("div", "mrk-question", dim.question);
+    question.id = `${ids}-q`;
+    section.appendChild(question);
     const group = el("div", "mrk-levels");
     group.setAttribute("role", "radiogroup");
     group.setAttribute("aria-label", dim.name);
-    const buttons = dim.levels.map((level) => {
+    group.setAttribute("aria-describedby", question.id);
+    const buttons = dim.levels.map((level, k) => {
       const b = el("button", "mrk-level");
       b.type = "button";
       b.setAttribute("role", "radio");
+      // Its name says what it does; its anchor (the level's definition) is its description.
+      b.setAttribute("aria-label", `Score ${level.value}, ${level.label}, for ${dim.name}`);
+      b.setAttribute("aria-describedby", `${ids}-${k}`);
+      b.setAttribute("aria-keyshortcuts", level.key);
       b.dataset.value = String(level.value);
       const top = el("span", "mrk-level-top");
       top.appendChild(el("span", "mrk-value", level.value));
       top.appendChild(el("span", "mrk-label", level.label));
       if (level.key !== String(level.value)) top.appendChild(el("kbd", "mrk-kbd", `key ${level.key}`));
       b.appendChild(top);
-      b.appendChild(el("span", "mrk-anchor", level.anchor));
+      const anchor = el("span", "mrk-anchor", level.anchor);
+      anchor.id = `${ids}-${k}`;
+      b.appendChild(anchor);
       b.title = `${dim.name}: ${level.value} · ${level.label} (key ${level.key})`;
       b.addEventListener("click", () => setScore(view, i, level.value));
+      b.addEventListener("focus", () => {
+        // Tabbing into a dimension makes it the active one (the digit keys score it). No scrolling
+        // here: the browser keeps a focused control in view, and a box scrolled between a mouse's
+        // press and release would lose the click.
+        if (view.active === i || blocked(view)) return;
+        view.active = i;
+        render(view, false);
+      });
       group.appendChild(b);
       return b;
     });
     section.appendChild(group);
     box.appendChild(section);
-    return { section, buttons, keys: head.querySelector(".mrk-keys") };
+    return { section, buttons, keys };
   });
   let flagButtons = [];
   if (view.flagDefs.length) {
@@ -264,6 +341,7 @@ function build(view, data) {
   root.appendChild(box);
 
   const foot = el("div", "mrk-foot");
+  // A live region: a screen reader says each message (a submit's confirmation, a refusal) as it appears.
   const notice = el("div", "mrk-notice");
   notice.setAttribute("role", "status");
   notice.setAttribute("aria-live", "polite");
@@ -294,10 +372,12 @@ function render(view, scrollActive) {
     section.classList.toggle("mrk-active", active);
     section.dataset.score = value === undefined ? "" : String(value);
     keys.textContent = active ? `keys ${dim.levels.map((l) => l.key).join(" ")}` : "";
+    const stop = stopOf(view, i);
     buttons.forEach((b, k) => {
       const on = dim.levels[k].value === value;
       b.classList.toggle("mrk-on", on);
       b.setAttribute("aria-checked", on ? "true" : "false");
+      b.tabIndex = k === stop ? 0 : -1;
       b.disabled = view.readonly;
     });
   });
@@ -390,7 +470,19 @@ export default function (component) {
     parentElement.appendChild(S.root);
     remounted = true;
   }
-  showNotice(view, data.notice);
+  // A new task (the page opened, a submit, Skip) puts the focus on its first dimension, unless the
+  // reviewer is typing somewhere.
+  const takeFocus = fresh && !isEditable(document.activeElement);
+  // A live region speaks changes, not what it held when it appeared: on a new task's panel the
+  // message (the last submit's confirmation) is written a moment after the panel is on the page.
+  showNotice(view, fresh ? null : data.notice);
+  if (fresh && data.notice) {
+    setTimeout(() => {
+      if (S.view !== view) return;
+      showNotice(view, data.notice);
+      fit(view);
+    }, 250);
+  }
   render(view, fresh);
   if (fresh) toTop();
   fit(view);
@@ -399,6 +491,7 @@ export default function (component) {
     if (fresh) {
       toTop();
       render(view, true);
+      if (takeFocus) focusActive(view);
     }
   });
   // A panel mounted again (after another page) starts with no state on the server: resend. An

@@ -29,6 +29,7 @@ from review_app.services import reviewing
 from review_app.services.actors import Actor
 from review_app.services.errors import ServiceError
 from review_app.services.reviewing import DraftChange, TaskView
+from review_app.ui.components import accessibility
 
 PANEL_KEY = "mr_score_panel"
 _ACK = "mr_score_ack"  # {browser source: last event seq handled}
@@ -41,7 +42,8 @@ _HERE = Path(__file__).parent
 _panel = st.components.v2.component(
     "medrev_score_panel",
     css=(_HERE / "score_panel.css").read_text(encoding="utf-8"),
-    js=(_HERE / "score_panel.js").read_text(encoding="utf-8"),
+    # The review page carries no inline script: the panel brings the page's accessibility repairs.
+    js=accessibility.SCRIPT + "\n" + (_HERE / "score_panel.js").read_text(encoding="utf-8"),
     isolate_styles=False,  # the panel highlights and scrolls elements of the page around it
 )
 

@@ -18,7 +18,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from review_app.rubrics import Dimension, get_rubric
-from review_app.services import adjudication, reviewing, studies
+from review_app.services import adjudication, adjudication_decisions, rating_comparison, reviewing, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components import material
 from review_app.ui.components.pickers import pick_study
@@ -52,14 +52,22 @@ _SCROLL_JS = """<script>
     if (a - delta < top) delta = a - top;
     if (Math.abs(delta) > 1) scroller(first).scrollBy({ top: delta });
   };
-  requestAnimationFrame(() => setTimeout(place, 50));
+  // The keyboard's focus goes there too (a confirmation, a refusal), shown by its outline.
+  const focus = () => {
+    const first = document.querySelector(firstSel);
+    if (!first || first.contains(document.activeElement)) return;
+    first.setAttribute("tabindex", "-1");
+    first.setAttribute("data-mr-focus", "");
+    first.focus({ preventScroll: true });
+  };
+  requestAnimationFrame(() => setTimeout(() => { focus(); place(); }, 50));
   setTimeout(place, 400);  // again once the rest of the run has been drawn below
 })();
 </script>"""
 
 
 def _scroll_into_view(first: str, last: str | None = None, *, start: bool = False) -> None:
-    """Scroll the page to the element with key ``first`` (and ``last`` below it, when both fit)."""
+    """Scroll the page to the element with key ``first`` (and ``last`` below it, when both fit) and focus it."""
     selectors = [f".st-key-{first}", f".st-key-{last}" if last else None, start]
     st.html(_SCROLL_JS % json.dumps(selectors), unsafe_allow_javascript=True)
 
@@ -78,7 +86,7 @@ left, right = st.columns([3, 1], vertical_alignment="bottom")
 open_only = left.toggle("Only tasks that still need a decision", value=True)
 if right.button("Record unanimous decisions", help="Mark every task whose raters fully agree as unanimous."):
     try:
-        st.success(plain(adjudication.auto_unanimous(db, study.name, rubric_key, actor=user)))
+        st.success(plain(adjudication_decisions.auto_unanimous(db, study.name, rubric_key, actor=user)))
     except ServiceError as exc:
         st.error(plain(exc))
 try:
@@ -122,7 +130,7 @@ queue["status"] = queue["status"].fillna(adjudication.MISSING)  # not decided ye
 queue["priority"] = queue["priority"].map(adjudication.PRIORITY_SHORT_LABELS)
 queue["raters"] = [", ".join(e.raters) for e in shown]
 # One line per task, every column in view at 1366 px (the widths add up to the 904 px main column there):
-# the reason column holds a summary (adjudication.SUMMARY_CHARS), and the reasons in full, each rater's
+# the reason column holds a summary (rating_comparison.SUMMARY_CHARS), and the reasons in full, each rater's
 # score with its label, are in the expander below and under the task's ratings.
 st.dataframe(
     queue[["task_id", "priority", "subset", "raters", "summary", "status", "version", "stale"]],
@@ -168,7 +176,7 @@ try:
 except ServiceError as exc:
     st.error(plain(exc))
     st.stop()
-agreed = adjudication.agreed_dimensions(rubric, view.ratings)
+agreed = rating_comparison.agreed_dimensions(rubric, view.ratings)
 ERRORS = f"adj{task_id}:errors"
 
 
@@ -187,7 +195,7 @@ def _record(task: int, expected_version: int) -> None:
     st.session_state.pop(f"adj{task}:errors", None)
     st.session_state.pop(NOTICE, None)
     try:
-        record = adjudication.adjudicate(
+        record = adjudication_decisions.adjudicate(
             db,
             task,
             actor=user,
@@ -196,7 +204,7 @@ def _record(task: int, expected_version: int) -> None:
             rationale=st.session_state.get(f"adj{task}:rationale", ""),
             expected_version=expected_version,
         )
-    except adjudication.DecisionError as exc:  # shown next to the control that caused it
+    except adjudication_decisions.DecisionError as exc:  # shown next to the control that caused it
         st.session_state[f"adj{task}:errors"] = (str(exc), exc.fields)
         st.session_state[SCROLL] = task
     except ServiceError as exc:
@@ -225,14 +233,14 @@ def _error_here(field: str) -> None:
 def _given(dimension: Dimension) -> str:
     """What each rater gave on a dimension, with the labels: "R01 0 (Neutral), R02 -1 (Recognized)"."""
     return ", ".join(
-        f"{r.rater} {adjudication.score_text(dimension, r.scores[dimension.key])}"
+        f"{r.rater} {rating_comparison.score_text(dimension, r.scores[dimension.key])}"
         for r in view.ratings
         if dimension.key in r.scores
     )
 
 
 material_col, decision_col = st.columns([3, 2], gap="medium")
-with material_col, st.container(height=640, border=False):
+with material_col, st.container(height=640, border=False, key="adj-material"):  # a named tab stop (a11y.js)
     if view.rubric == "judge":
         material.render_judge_audit(view.material)
     else:
@@ -318,7 +326,7 @@ with decision_col:
                         "Version": r.version,
                         "Decision": r.status,
                         "Final scores": "; ".join(
-                            f"{d.reported_name}: {adjudication.score_text(d, r.final_scores.get(d.key))}"
+                            f"{d.reported_name}: {rating_comparison.score_text(d, r.final_scores.get(d.key))}"
                             for d in rubric.dimensions
                         )
                         if r.final_scores

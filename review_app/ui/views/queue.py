@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from review_app.rubrics import get_rubric
-from review_app.services import reviewing
+from review_app.services import review_queue
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role, show_flashes
 
@@ -12,7 +12,7 @@ user = require_role()
 db = engine()
 show_flashes()
 st.markdown(f"### Welcome, {plain(user.display_name)}")
-rows = reviewing.queue(db, user.id)
+rows = review_queue.queue(db, user.id)
 remaining = sum(r.open + r.skipped for r in rows)
 done = sum(r.submitted for r in rows)
 total = remaining + done
@@ -20,9 +20,10 @@ if total == 0:
     st.info("No tasks are assigned to you yet. The study lead will assign them.")
     st.stop()
 st.progress(done / total, text=f"{done} of {total} tasks done")
-nxt = reviewing.next_assignment(db, user.id)
+nxt = review_queue.next_assignment(db, user.id)
 if nxt is not None:
-    if st.button("Start next task", type="primary", icon=":material/play_arrow:", shortcut="Enter"):
+    # Keyed: the page script gives it the focus when the queue opens (components/a11y.js).
+    if st.button("Start next task", type="primary", icon=":material/play_arrow:", shortcut="Enter", key="mr-start"):
         st.switch_page("views/review.py", query_params={"task": str(nxt)})
 else:
     st.success("All your tasks are done. Thank you!")
@@ -41,7 +42,7 @@ table = pd.DataFrame(
 )
 st.dataframe(table, hide_index=True, width="stretch")
 
-done_rows = reviewing.submitted_work(db, user.id)
+done_rows = review_queue.submitted_work(db, user.id)
 if done_rows:
     st.markdown("#### Done")
     st.caption("Open a task to change your scores; each change is kept as a new revision until the lead locks it.")

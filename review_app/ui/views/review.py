@@ -17,7 +17,7 @@ own messages appear in its footer, whose height the panel accounts for.
 import streamlit as st
 
 from review_app.rubrics import get_rubric
-from review_app.services import flags, reviewing
+from review_app.services import flags, review_queue, reviewing
 from review_app.services.errors import ServiceError
 from review_app.services.priority import reviewer_work
 from review_app.ui.components import material, scoring
@@ -38,6 +38,12 @@ st.html(
     # Flag for lead and Unflag take the same room, so the header keeps its layout when one replaces the other.
     ".st-key-mr-flag button{min-width:7.5rem;}"
     ".st-key-mr-material{overflow-y:auto;max-height:calc(100vh - 110px);padding-right:4px;}"
+    # At 200% zoom (a window under 760 CSS px wide) the task's header wraps: the progress text gets a line
+    # of its own instead of a column one word wide, so the material and Submit stay near the top (WCAG 1.4.10).
+    # Streamlit's header (the button that opens the collapsed sidebar) then covers the top 3.75rem.
+    "@media (max-width:760px){[data-testid='stMainBlockContainer']{padding-top:3.9rem;}"
+    ".st-key-mr-head{flex-wrap:wrap;row-gap:.3rem;}"
+    ".st-key-mr-head>div:has([data-testid='stProgress']){flex:1 1 100%;order:3;}}"
     "</style>"
 )
 
@@ -55,7 +61,7 @@ def _show_feedback() -> None:
 
 
 def _go_next() -> None:
-    nxt = reviewing.next_assignment(db, user.id)
+    nxt = review_queue.next_assignment(db, user.id)
     if nxt is None:
         st.query_params.clear()
     else:
@@ -141,7 +147,7 @@ def _task_region(page_run: int) -> None:
     aid = int(requested) if requested and requested.isdigit() else None
     just_submitted = scoring.handle_events(db, user, aid)
     if aid is None or aid == just_submitted:
-        aid = reviewing.next_assignment(db, user.id)
+        aid = review_queue.next_assignment(db, user.id)
     if aid is None:
         notice = scoring.take_pending_notice()
         if notice is not None:
@@ -163,7 +169,7 @@ def _task_region(page_run: int) -> None:
         st.query_params["task"] = str(aid)
 
     rubric = get_rubric(view.rubric)
-    done, todo = reviewing.work_counts(db, user.id)
+    done, todo = review_queue.work_counts(db, user.id)
     # One row whose buttons take the width of their labels (never cut) and the progress bar the rest.
     with st.container(key="mr-head", horizontal=True, vertical_alignment="center", wrap=False, gap="medium"):
         st.markdown(f"#### {rubric.name}", width="content")
