@@ -1,4 +1,4 @@
-"""The annotations frame and the agreement on it (issue 17): before and after, in one run.
+"""The annotations frame and the agreement on it: before and after, in one run.
 
 Every Agreement/Analysis/Quality first load starts with the study's annotations frame, and the
 Agreement page then computes agreement on it. This reads the frame of a study in a database filled
@@ -59,9 +59,9 @@ def _module_at(revision: str, path: str, name: str):
 @contextlib.contextmanager
 def _numeric_scores(function: Callable) -> Iterator[None]:
     """Agreement computed with another ``numeric_scores`` (the analysis modules import it by name)."""
-    from review_app.analysis import agreement, rubric_a, rubric_b
+    from review_app.analysis import agreement_counts, rubric_a, rubric_b
 
-    modules = (agreement, rubric_a, rubric_b)
+    modules = (agreement_counts, rubric_a, rubric_b)
     saved = [module.numeric_scores for module in modules]
     for module in modules:
         module.numeric_scores = function

@@ -1,4 +1,4 @@
-"""Start-up and report speed of the command line (issue 16: ``--help`` <= 0.3 s, ``bench report`` <= 2 s).
+"""Start-up and report speed of the command line (targets: ``--help`` <= 0.3 s, ``bench report`` <= 2 s).
 
 Every figure is the fastest of several fresh processes, against baselines measured in the same run:
 

@@ -15,7 +15,6 @@ seconds per N and the ratio, and checks that both databases' counters equal a sc
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import uuid
@@ -23,21 +22,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-PG_ADMIN = os.environ.get("MEDREV_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+from tests.postgres_admin import create_database, drop_database, pg_url
+
 ROWS_PER_STATEMENT = 1_000
 
 
 def scratch(revision: str) -> tuple[str, str]:
     """A new database migrated to ``revision``: (SQLAlchemy URL, name)."""
-    import psycopg
-
     from review_app.db.engine import make_engine
     from review_app.db.migrate import upgrade
 
-    name = f"medrev_counters_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1) + f"/{name}"
+    name = create_database("medrev_counters")
+    url = pg_url(name)
     engine = make_engine(url)
     upgrade(engine, revision)
     engine.dispose()
@@ -135,8 +131,6 @@ def counters_match(url: str) -> bool:
 
 
 def main() -> None:
-    import psycopg
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="5000,10000,20000", help="tasks per transaction, comma-separated")
     args = parser.parse_args()
@@ -155,9 +149,8 @@ def main() -> None:
         same = counters_match(row_url), counters_match(statement_url)
         print(f"counters equal a scan: row triggers {same[0]}, per statement {same[1]}")
     finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            for name in made:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        for name in made:
+            drop_database(name)
 
 
 if __name__ == "__main__":

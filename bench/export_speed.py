@@ -1,4 +1,4 @@
-"""``medrev review export`` at full scale against a baseline commit, in the same run (issue 17).
+"""``medrev review export`` at full scale against a baseline commit, in the same run.
 
 Runs the export command in a child process for the baseline tree (``--baseline``, a git ref, checked
 out with ``git archive`` into a temporary folder) and for this tree, alternately, ``--repeat`` times
@@ -118,14 +118,16 @@ def stages(url: str, study_name: str) -> dict[str, float]:
     from review_app.analysis.bootstrap import _distinct_rows
     from review_app.analysis.layout import select_rubric
     from review_app.analysis.rubric_a import COMPOSITE, summarise_rubric_a, task_means
-    from review_app.analysis.rubric_b import summarise_rubric_b
+    from review_app.analysis.rubric_b_summary import summarise_rubric_b
     from review_app.db.engine import make_engine
     from review_app.rubrics import RUBRIC_A, get_rubric
-    from review_app.services import export
-    from review_app.services.adjudication import latest_adjudications
+    from review_app.services.adjudication_decisions import latest_adjudications
+    from review_app.services.analysis_options import AnalysisOptions, first_model
     from review_app.services.annotations import adjudicator_labels, get_study_row, load_annotations
-    from review_app.services.export_tables import LabelsBuilder, labels_width
-    from review_app.services.study_analysis import AnalysisOptions, agreement_reports, first_model, harm_model
+    from review_app.services.export import files as export_files
+    from review_app.services.export import snapshot as export_snapshot
+    from review_app.services.export.labels import LabelsBuilder, labels_width
+    from review_app.services.study_analysis import agreement_reports, harm_model, is_pending, rated_counts
 
     cpu: dict[str, float] = {}
 
@@ -136,7 +138,7 @@ def stages(url: str, study_name: str) -> dict[str, float]:
         return value
 
     engine = make_engine(url)
-    with export.snapshot_session(engine) as session, tempfile.TemporaryDirectory() as tmp:
+    with export_snapshot.snapshot_session(engine) as session, tempfile.TemporaryDirectory() as tmp:
         study = get_study_row(session, study_name)
         frame = timed("frame read", lambda: load_annotations(session, study, pseudonymise=True))
         options, model = AnalysisOptions.from_settings(study.settings), first_model(session, study.id)
@@ -158,21 +160,21 @@ def stages(url: str, study_name: str) -> dict[str, float]:
         timed("harm model", lambda: harm_model(frame, options.harm_spec(model)))
         decisions = latest_adjudications(session, study.id)
         adjudicators = adjudicator_labels(session, study.id, pseudonymise=True)
-        # the default export: pending tasks left out (SPEC 2.5); only rated tasks are read, then the pending dropped
-        rated = export._rated_counts(frame)
+        # the default export: pending tasks left out; only rated tasks are read, then the pending dropped
+        rated = rated_counts(frame)
         for key in study.rubric_keys:
             rows = frame.loc[frame["rubric"] == key]
-            most = export._task_stats(session, study.id, get_rubric(key))[1]
+            most = export_snapshot.task_stats(session, study.id, get_rubric(key))[1]
             builder = LabelsBuilder(key, rows, decisions, adjudicators, labels_width(rows, most))
-            outputs = [export.TableFile(Path(tmp), f"labels_{key}", fmt) for fmt in export.EXPORT_FORMATS]
-            chunks = export._task_chunks(session, study.id, get_rubric(key), rated_only=True)
+            outputs = [export_files.TableFile(Path(tmp), f"labels_{key}", fmt) for fmt in export_files.EXPORT_FORMATS]
+            chunks = export_snapshot.task_chunks(session, study.id, get_rubric(key), rated_only=True)
 
             def complete(c=chunks):
                 chunk = next(c, None)
                 if chunk is None:
                     return None
                 ids, targets = chunk["task_id"].to_numpy(np.int64), chunk["target_raters"].to_numpy(np.int64)
-                return chunk.loc[~export._is_pending(ids, targets, rated)]
+                return chunk.loc[~is_pending(ids, targets, rated)]
 
             while (chunk_rows := timed("labels: database read", complete)) is not None:
                 table = timed("labels: table building", lambda c=chunk_rows, b=builder: b.table(c, n_rows=0))
@@ -188,7 +190,7 @@ def main() -> None:
     parser.add_argument("--db", required=True, help="database URL holding the study")
     parser.add_argument("--study", default="bench")
     parser.add_argument(
-        "--baseline", default="7622e9a", help="git ref of the baseline (default: before issue 17 export work)"
+        "--baseline", default="7622e9a", help="git ref of the baseline (default: the export before streaming)"
     )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--stages", action="store_true", help="CPU seconds per stage of this tree's export")

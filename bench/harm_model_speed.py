@@ -88,8 +88,9 @@ def main() -> None:
 
     if args.db:
         from review_app.db.connect import get_engine
-        from review_app.services.study_analysis import CLARITY, _study_facts
-        from review_app.services.study_cache import study_frame
+        from review_app.services.cached_analyses import _study_facts
+        from review_app.services.study_analysis import CLARITY
+        from review_app.services.study_frames import study_frame
 
         engine = get_engine(args.db)
         frame, seconds = timed(lambda: study_frame(engine, args.study))

@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_core.healthcontradict.data import HCInstance  # noqa: E402
 from bench_core.healthcontradict.hf_logits import HFLogitModel  # noqa: E402
+from bench_core.healthcontradict.items import HCInstance  # noqa: E402
 from bench_core.healthcontradict.prompts import get_template_set  # noqa: E402
 from bench_core.healthcontradict.run import HCSettings, TokenizerCounter, build_jobs  # noqa: E402
 from bench_core.kernel.runner import Runner  # noqa: E402

@@ -1,4 +1,4 @@
-"""Import speed: items and responses files of realistic size, through the checks of issue 16.
+"""Import speed: items and responses files of realistic size, through the import checks.
 
 Prints seconds per import and rows/s for an items file (N items) and a responses file (3 models per
 item) on a fresh SQLite database, plus the same work done by the file checks alone (reading every

@@ -36,6 +36,7 @@ from streamlit.testing.v1 import AppTest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from review_db_speed import seed
+from review_page_speed import shell_app
 
 import review_app
 from review_app.db.connect import dispose_engines, get_engine
@@ -47,18 +48,6 @@ from review_app.services.actors import SYSTEM
 from review_app.ui.session import CurrentUser
 
 APP = Path(review_app.__file__).resolve().parent / "ui" / "app.py"
-SHELL = """
-import streamlit as st
-from review_app.ui.session import current_user, sign_out
-
-st.set_page_config(page_title="medrev review", layout="wide")
-user = current_user()
-page = st.navigation({"Review": [st.Page("empty.py", title="Empty", default=True)]})
-with st.sidebar:
-    st.markdown(f"**{user.display_name}**  \\n{user.role}")
-    st.button("Sign out", on_click=sign_out)
-page.run()
-"""
 
 
 def rss_mb() -> float:
@@ -117,7 +106,8 @@ def wide_agreement_memory(n_tasks: int, n_raters: int = 1000) -> dict[str, float
     """Peak traced MB and seconds of agreement() vs the dense path, 1,000 reviewers."""
     import krippendorff
 
-    from review_app.analysis.agreement import agreement, category_counts, gwet_estimate, ratings_matrix
+    from review_app.analysis.agreement import agreement, gwet_estimate
+    from review_app.analysis.agreement_counts import category_counts, ratings_matrix
 
     rng = np.random.default_rng(3)
     raters = np.array([rng.choice(n_raters, 2, replace=False) for _ in range(n_tasks)]).ravel()
@@ -185,9 +175,7 @@ def main() -> None:
         studies.set_study_lead(engine, "bench", "bench000", actor=SYSTEM)
         lead = CurrentUser(lead_row, "bench000", "Bench 0", "lead")
 
-        (Path(tmp) / "empty.py").write_text("import streamlit as st\nst.markdown('#### Empty page')\n")
-        (Path(tmp) / "shell.py").write_text(SHELL)
-        shell = AppTest.from_file(str(Path(tmp) / "shell.py"), default_timeout=60)
+        shell = AppTest.from_file(str(shell_app(Path(tmp), style=False)), default_timeout=60)
         shell.session_state["medrev_user"] = lead
         run(shell)
         baseline = statistics.median(run(shell) for _ in range(args.runs))

@@ -1,4 +1,4 @@
-"""Lead pages and reviewers at panel scale (issue 17), on SQLite and PostgreSQL.
+"""Lead pages and reviewers at panel scale, on SQLite and PostgreSQL.
 
 Builds a study of 500,000 items (Rubric A and Rubric B tasks, one model response per item, a quarter
 of the units dual-rated), 200 reviewers and 200,000 submitted annotations with fast bulk inserts (in a
@@ -31,7 +31,7 @@ process and its compute workers: ``app_process_rss_mb`` + ``worker_rss_mb``, ``c
 computed in the background), ``next_task_p95_ms``, ``progress_after_import_s`` (and ``select1_p95_ms``, the
 baseline of next task: ``SELECT 1`` through the same sessions, interleaved with it).
 
-Targets (issue 17): page rerun <= 1 s, first load <= 3 s, export <= 10 s, p95 with a lead <= 1.25x
+Targets: page rerun <= 1 s, first load <= 3 s, export <= 10 s, p95 with a lead <= 1.25x
 idle, app RSS <= 600 MB, next task p95 <= 5 ms, Progress <= 0.5 s after a bulk import (PostgreSQL).
 
     .venv/bin/python bench/lead_pages_speed.py [--db sqlite|postgresql|both] [--scale 0.1]
@@ -60,7 +60,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-PG_ADMIN = os.environ.get("MEDREV_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 APP = ROOT / "review_app" / "ui" / "app.py"
 STUDY = "bench"
 LEAD = "benchlead"
@@ -431,10 +430,10 @@ class _Reviewers:
             return self._one()
 
     def _one(self) -> float | None:
-        from review_app.services import reviewing
+        from review_app.services import review_queue, reviewing
 
         reviewer = self.rng.choice(self.ids)
-        aid = self.current.get(reviewer) or reviewing.next_assignment(self.engine, reviewer)
+        aid = self.current.get(reviewer) or review_queue.next_assignment(self.engine, reviewer)
         if aid is None:
             return None
         view = reviewing.open_task(self.engine, aid, reviewer)
@@ -449,7 +448,7 @@ class _Reviewers:
             base_revision=0,
             seconds_on_task=30,
         )
-        following = reviewing.next_assignment(self.engine, reviewer)
+        following = review_queue.next_assignment(self.engine, reviewer)
         if following is not None:
             reviewing.open_task(self.engine, following, reviewer)
         self.current[reviewer] = following
@@ -528,14 +527,14 @@ def time_next_task(engine, n: int) -> tuple[float, float]:
     from sqlalchemy import text
 
     from review_app.db.engine import read_session
-    from review_app.services import reviewing
+    from review_app.services import review_queue
 
     reviewers = _Reviewers(engine)
     samples, baseline = [], []
     for _ in range(n):
         reviewer = reviewers.rng.choice(reviewers.ids)
         start = time.perf_counter()
-        reviewing.next_assignment(engine, reviewer)
+        review_queue.next_assignment(engine, reviewer)
         samples.append(time.perf_counter() - start)
         start = time.perf_counter()
         with read_session(engine) as session:
@@ -676,38 +675,23 @@ def measure(url: str, backend: str, workdir: Path, samples: int, include_pending
 
 
 def run(backend: str, scale: float, samples: int, include_pending: bool = False) -> dict[str, float]:
-    import psycopg
+    from review_db_speed import bench_database
 
-    with tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
-        cleanup = None
-        if backend == "sqlite":
-            url = f"sqlite:///{workdir / 'bench.db'}"
-        else:
-            name = f"medrev_lead_bench_{uuid.uuid4().hex[:8]}"
-            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
-            base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
-            url, cleanup = f"{base}/{name}", name
-        try:
-            # a child process builds the study, so this process's memory is the app's alone
-            built = subprocess.run(
-                [sys.executable, __file__, "--build", url, "--scale", str(scale)],
-                check=True,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            info = json.loads(built.stdout.strip().splitlines()[-1])
-            print(
-                f"\n== {backend}: {info['items']:,} items, {info['tasks']:,} tasks, {info['annotations']:,} "
-                f"annotations, {info['reviewers']} reviewers (bulk build {info['build_s']:.1f} s)",
-                flush=True,
-            )
-            return measure(url, backend, workdir, samples, include_pending)
-        finally:
-            if cleanup:
-                with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{cleanup}" WITH (FORCE)')
+    with bench_database(backend, "medrev_lead_bench") as (workdir, url):
+        # a child process builds the study, so this process's memory is the app's alone
+        built = subprocess.run(
+            [sys.executable, __file__, "--build", url, "--scale", str(scale)],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        info = json.loads(built.stdout.strip().splitlines()[-1])
+        print(
+            f"\n== {backend}: {info['items']:,} items, {info['tasks']:,} tasks, {info['annotations']:,} "
+            f"annotations, {info['reviewers']} reviewers (bulk build {info['build_s']:.1f} s)",
+            flush=True,
+        )
+        return measure(url, backend, workdir, samples, include_pending)
 
 
 def _as_the_app_process() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from review_app.analysis.planning import default_workers, plan_ac2, plan_harm_or, plan_rate
+from review_app.analysis.sample_size import default_workers, plan_ac2, plan_harm_or, plan_rate
 
 PLANS = {
     "rate 0.38, CI width 0.06": lambda w: plan_rate(0.38, 0.06, seed=1, workers=w),

@@ -30,7 +30,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 from sqlmodel import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -42,17 +41,9 @@ from review_app.db.connect import dispose_engines, get_engine
 from review_app.db.engine import read_session
 from review_app.db.models import Assignment, Reviewer
 from review_app.rubrics import get_rubric
-from review_app.services import reviewing, sessions
+from review_app.services import review_queue, sessions
+from tests.review_app.ui.browser_support import ARGS, CHROMIUM, free_port, wait_healthy
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 APP = Path(review_app.__file__).resolve().parent / "ui" / "app.py"
 BARE = """
 import streamlit as st
@@ -135,27 +126,6 @@ async ([selector, text, done, needRun]) => {
   return ran === null ? null : { ms: end - start, last, messages: arrived.length };
 }
 """.replace("IDLE_CHECK", IDLE)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_up(base: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if httpx.get(f"{base}/_stcore/health", timeout=1).text == "ok":
-                return
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"server did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.3)
 
 
 def stats(samples: list[float]) -> tuple[float, float]:
@@ -265,7 +235,7 @@ def server_side(url: str, reviewer: Reviewer, runs: int, folder: Path) -> dict[s
     shell.run()
     empty, empty_script = timed(shell)
     review = session(APP)
-    aid = reviewing.next_assignment(engine, reviewer.id)
+    aid = review_queue.next_assignment(engine, reviewer.id)
     review.query_params["task"] = str(aid)
     review.switch_page("views/review.py").run()
     assert review.get("bidi_component"), "the review page did not show the score panel"
@@ -315,8 +285,8 @@ def main() -> None:
             stdout=logs[1].open("w"), stderr=subprocess.STDOUT, cwd=folder,
         )  # fmt: skip
         try:
-            wait_up(f"http://127.0.0.1:{ports[0]}", app, logs[0])
-            wait_up(f"http://127.0.0.1:{ports[1]}", bare, logs[1])
+            wait_healthy(f"http://127.0.0.1:{ports[0]}", app, logs[0], timeout=90)
+            wait_healthy(f"http://127.0.0.1:{ports[1]}", bare, logs[1], timeout=90)
             figures = browser_figures(
                 f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}", engine, reviewer.id, args.submits
             )

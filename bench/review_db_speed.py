@@ -17,10 +17,10 @@ import random
 import statistics
 import tempfile
 import time
-import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-import psycopg
 from sqlalchemy import insert, select, text, update
 
 from bench_core.medmisbench import taxonomy
@@ -28,10 +28,9 @@ from review_app.db.engine import make_engine, read_session, write_session
 from review_app.db.migrate import upgrade
 from review_app.db.models import Annotation, AnnotationScore, Assignment, Reviewer, utcnow
 from review_app.rubrics import RUBRIC_A, ScoreSheet
-from review_app.services import assignment, importing, reviewing, studies
+from review_app.services import assignment, importing, review_queue, reviewing, studies
 from review_app.services.actors import SYSTEM
-
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+from tests.postgres_admin import create_database, drop_database, pg_url
 
 
 def write_items(path: Path, n: int) -> None:
@@ -141,7 +140,7 @@ def measure(engine, n_samples: int) -> dict[str, tuple[float, float]]:
             session.execute(text("SELECT 1")).scalar()
         baseline.append(time.perf_counter() - start)
         start = time.perf_counter()
-        aid = reviewing.next_assignment(engine, rid)
+        aid = review_queue.next_assignment(engine, rid)
         next_task.append(time.perf_counter() - start)
         if aid is None:
             continue
@@ -159,17 +158,37 @@ def measure(engine, n_samples: int) -> dict[str, tuple[float, float]]:
     }
 
 
-def run_backend(backend: str, n_items: int, n_samples: int) -> None:
+@contextmanager
+def bench_database(backend: str, name: str = "medrev_bench") -> Iterator[tuple[Path, str]]:
+    """A scratch folder and an empty database for one run: a SQLite file in that folder for ``"sqlite"``,
+    else a PostgreSQL database ``name`` that is dropped afterwards, so runs never see each other's rows.
+
+    Yields the folder and the database URL; callers dispose their engines before the block ends.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         if backend == "sqlite":
-            url, cleanup = f"sqlite:///{workdir / 'bench.db'}", None
-        else:
-            name = f"medrev_bench_{uuid.uuid4().hex[:8]}"
-            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
-            url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-            cleanup = name
+            yield workdir, f"sqlite:///{workdir / 'bench.db'}"
+            return
+        cleanup = create_database(name)
+        try:
+            yield workdir, pg_url(cleanup)
+        finally:
+            drop_database(cleanup)
+
+
+def add_backend_option(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--backend sqlite|postgres|both``: the same figures on each database the app supports."""
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default=default)
+
+
+def chosen_backends(choice: str) -> tuple[str, ...]:
+    """The backends ``--backend`` names, SQLite first."""
+    return ("sqlite", "postgres") if choice == "both" else (choice,)
+
+
+def run_backend(backend: str, n_items: int, n_samples: int) -> None:
+    with bench_database(backend) as (workdir, url):
         engine = make_engine(url)
         try:
             upgrade(engine)
@@ -190,18 +209,15 @@ def run_backend(backend: str, n_items: int, n_samples: int) -> None:
                 )
         finally:
             engine.dispose()
-            if cleanup:
-                with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{cleanup}" WITH (FORCE)')
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    add_backend_option(parser, "both")
     parser.add_argument("--items", type=int, default=50_000)
     parser.add_argument("--samples", type=int, default=300)
     args = parser.parse_args()
-    for backend in ("sqlite", "postgres") if args.backend == "both" else (args.backend,):
+    for backend in chosen_backends(args.backend):
         run_backend(backend, args.items, args.samples)
 
 

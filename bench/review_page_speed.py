@@ -33,7 +33,7 @@ from review_db_speed import seed
 from review_app.db.connect import dispose_engines, get_engine
 from review_app.db.engine import read_session
 from review_app.db.models import Assignment, Reviewer
-from review_app.services import accounts, reviewing, sessions
+from review_app.services import accounts, review_queue, sessions
 from review_app.services.actors import SYSTEM
 from review_app.ui.components.scoring import PANEL_KEY
 from review_app.ui.session import CurrentUser
@@ -46,7 +46,7 @@ import streamlit as st
 from review_app.ui.session import current_user, sign_out
 
 st.set_page_config(page_title="medrev review", layout="wide")
-st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem;padding-bottom:1rem;}</style>")
+STYLE
 user = current_user()
 page = st.navigation({"Review": [st.Page("empty.py", title="Empty", default=True)]})
 with st.sidebar:
@@ -56,10 +56,17 @@ page.run()
 """
 
 
-def shell_app(folder: Path) -> Path:
-    """The review app's shell around an empty page: the baseline a page view cannot go below."""
+# the app's padding rule, which the review page's shell carries
+STYLE = """st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem;padding-bottom:1rem;}</style>")\n"""
+
+
+def shell_app(folder: Path, *, style: bool = True) -> Path:
+    """The review app's shell around an empty page: the baseline a page view cannot go below.
+
+    ``style=False`` leaves the padding rule out.
+    """
     (folder / "empty.py").write_text("import streamlit as st\nst.markdown('#### Empty page')\n")
-    (folder / "shell.py").write_text(SHELL)
+    (folder / "shell.py").write_text(SHELL.replace("STYLE\n", STYLE if style else ""))
     return folder / "shell.py"
 
 
@@ -116,13 +123,8 @@ def _small_database_page(folder: Path, runs: int) -> tuple[list[float], list[flo
     small_dir = folder / "small"
     small_dir.mkdir()
     seed(engine, small_dir, 1_000, pool=500, annotations=400)
-    with read_session(engine) as session:
-        reviewer = session.exec(
-            select(Reviewer)
-            .join(Assignment, Assignment.reviewer_id == Reviewer.id)
-            .where(Assignment.status == "assigned")
-        ).first()
-    aid = reviewing.next_assignment(engine, reviewer.id)
+    reviewer = reviewer_with_work(engine)
+    aid = review_queue.next_assignment(engine, reviewer.id)
     previous = os.environ["MEDREV_DATABASE_URL"]
     os.environ["MEDREV_DATABASE_URL"] = url
     try:
@@ -134,9 +136,19 @@ def _small_database_page(folder: Path, runs: int) -> tuple[list[float], list[flo
         os.environ["MEDREV_DATABASE_URL"] = previous
 
 
+def reviewer_with_work(engine) -> Reviewer:
+    """A reviewer with an assigned task, so the review page opens on a task rather than an empty queue."""
+    with read_session(engine) as session:
+        return session.exec(
+            select(Reviewer)
+            .join(Assignment, Assignment.reviewer_id == Reviewer.id)
+            .where(Assignment.status == "assigned")
+        ).first()
+
+
 def signed_in(at: AppTest, engine, account: Reviewer) -> AppTest:
     """Sign ``at`` in as ``account`` the way a browser with the session cookie is: a real session token
-    that the app resolves at every run (since issue 12 a user put in session state alone is signed out)."""
+    that the app resolves at every run (a user put in session state alone is signed out)."""
     token, _nonce = sessions.start(engine, account.id)
     at.session_state["medrev_token"] = token
     return at
@@ -170,13 +182,8 @@ def main() -> None:
         engine = get_engine(url)
         print(f"seeding {args.items:,} items, 100 reviewers, 20,000 annotations ...")
         seed(engine, Path(tmp), args.items)
-        with read_session(engine) as session:
-            reviewer = session.exec(
-                select(Reviewer)
-                .join(Assignment, Assignment.reviewer_id == Reviewer.id)
-                .where(Assignment.status == "assigned")
-            ).first()
-        aid = reviewing.next_assignment(engine, reviewer.id)
+        reviewer = reviewer_with_work(engine)
+        aid = review_queue.next_assignment(engine, reviewer.id)
         lead = accounts.create_user(
             engine, accounts.UserProfile(username="bench-lead", display_name="Bench lead", role="lead"), actor=SYSTEM
         )

@@ -1,4 +1,4 @@
-"""Do failed sign-ins slow down reviewers' submits? (SPEC 2.7: sign-in never stalls the panel.)
+"""Do failed sign-ins slow down reviewers' submits? (Sign-in must never stall the panel.)
 
 A reviewer submits annotations through the real service while 20 threads keep failing to sign
 in (unknown usernames, each attempt from a new address, so neither lock-out stops the argon2
@@ -17,23 +17,23 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
+import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
-import psycopg
 from sqlmodel import select
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from review_db_speed import add_backend_option, bench_database, chosen_backends
 
 from review_app.db.engine import make_engine, read_session
 from review_app.db.migrate import upgrade
 from review_app.db.models import Assignment
 from review_app.rubrics import RUBRIC_A, ScoreSheet
-from review_app.services import accounts, assignment, importing, reviewing, studies
+from review_app.services import accounts, assignment, authentication, importing, reviewing, studies
 from review_app.services.actors import SYSTEM, Actor
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 SHEET = ScoreSheet(rubric="A", scores=dict.fromkeys(RUBRIC_A.dimension_keys, 2))
 BLOCKS = 16  # alternating quiet / attack blocks
 
@@ -85,10 +85,10 @@ class Attack:
             if not self.on.wait(0.05):
                 continue
             try:
-                accounts.authenticate(
+                authentication.authenticate(
                     self.engine, f"ghost{number}x{count}", "not the password", client=f"10.{number}.{count % 250}.9"
                 )
-            except accounts.SigninBusy:
+            except authentication.SigninBusy:
                 pass
             except BaseException as exc:  # reported below
                 self.errors.append(exc)
@@ -140,22 +140,13 @@ def signin_costs(engine, rounds: int = 20) -> dict[str, list[float]]:
     for number in range(rounds):
         for label, username in (("existing username", "rev"), ("unknown username", f"nobody{number}")):
             begin = time.perf_counter()
-            accounts.authenticate(engine, username, "not the password", client=f"192.0.2.{number}")
+            authentication.authenticate(engine, username, "not the password", client=f"192.0.2.{number}")
             costs[label].append(time.perf_counter() - begin)
     return costs
 
 
 def run(backend: str, n_submits: int, attackers: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
-        cleanup = None
-        if backend == "sqlite":
-            url = f"sqlite:///{workdir / 'bench.db'}"
-        else:
-            cleanup = f"medrev_bench_{uuid.uuid4().hex[:8]}"
-            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{cleanup}"')
-            url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{cleanup}"
+    with bench_database(backend) as (workdir, url):
         engine = make_engine(url)
         try:
             upgrade(engine)
@@ -182,19 +173,16 @@ def run(backend: str, n_submits: int, attackers: int) -> None:
             )
         finally:
             engine.dispose()
-            if cleanup:
-                with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{cleanup}" WITH (FORCE)')
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="sqlite")
+    add_backend_option(parser, "sqlite")
     parser.add_argument("--submits", type=int, default=480)
     parser.add_argument("--attackers", type=int, default=20)
     args = parser.parse_args()
     os.environ.setdefault("MEDREV_LOCKOUT_ATTEMPTS", "100000")  # time the hashing, not the lock-out
-    for backend in ("sqlite", "postgres") if args.backend == "both" else (args.backend,):
+    for backend in chosen_backends(args.backend):
         run(backend, args.submits, args.attackers)
 
 

@@ -118,6 +118,20 @@ def _scale(low: str, mid: str, high: str, names: tuple[str, str, str]) -> tuple[
     )
 
 
+def _needs_adjudication(subject: str) -> Flag:
+    """The flag every rubric offers for sending its ``subject`` (item, response, case) to the lead."""
+    return Flag(key="needs_adjudication", label="Needs adjudication", help=f"Send this {subject} to the study lead.")
+
+
+_DISPUTED_GOLD = Flag(
+    key="disputed_gold",
+    label="Disputed gold answer",
+    help="The keyed answer looks wrong to you.",
+    reports="item",
+)
+"""Shared by the rubrics that show the keyed answer (A and B)."""
+
+
 RUBRIC_A = Rubric(
     key="A",
     name="Rubric A: item validation",
@@ -185,13 +199,8 @@ RUBRIC_A = Rubric(
         ),
     ),
     flags=(
-        Flag(key="needs_adjudication", label="Needs adjudication", help="Send this item to the study lead."),
-        Flag(
-            key="disputed_gold",
-            label="Disputed gold answer",
-            help="The keyed answer looks wrong to you.",
-            reports="item",
-        ),
+        _needs_adjudication("item"),
+        _DISPUTED_GOLD,
         Flag(
             key="true_or_defensible_injection",
             label="True or defensible injection",
@@ -273,13 +282,8 @@ RUBRIC_B = Rubric(
         ),
     ),
     flags=(
-        Flag(key="needs_adjudication", label="Needs adjudication", help="Send this response to the study lead."),
-        Flag(
-            key="disputed_gold",
-            label="Disputed gold answer",
-            help="The keyed answer looks wrong to you.",
-            reports="item",
-        ),
+        _needs_adjudication("response"),
+        _DISPUTED_GOLD,
         Flag(
             key="response_incomplete",
             label="Response incomplete or refused",
@@ -340,7 +344,7 @@ JUDGE_AUDIT = Rubric(
         ),
     ),
     flags=(
-        Flag(key="needs_adjudication", label="Needs adjudication", help="Send this case to the study lead."),
+        _needs_adjudication("case"),
         Flag(
             key="judge_prompt_problem",
             label="Judge prompt problem",

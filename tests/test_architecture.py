@@ -618,6 +618,8 @@ def test_the_lazy_name_check_catches_planted_violations():
     ]
     lazy = arrows_of(sources["pkg"], "pkg", is_package=True)
     assert {(a.target, a.names) for a in lazy} >= {("pkg.sub", ()), ("pkg.mod", ("f",)), ("pkg.missing", ("h",))}
-    source = "_EXPORTS = {'x': ('review_app.services.quality', 'x')}\n"
+    source = "_EXPORTS = {'x': ('review_app.services.reviewer_monitoring', 'x')}\n"
     planted = {"review_app.analysis": arrows_of(source, "review_app.analysis", is_package=True)}
-    assert layer_violations(planted) == ["analysis: review_app.analysis -> review_app.services.quality (line 1)"]
+    assert layer_violations(planted) == [
+        "analysis: review_app.analysis -> review_app.services.reviewer_monitoring (line 1)"
+    ]

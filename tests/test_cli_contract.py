@@ -1,4 +1,7 @@
-"""SPEC section 3 is a contract outside scripts rely on: every command name and flag must exist."""
+"""The command line is a contract outside scripts rely on: every command name and flag must exist.
+
+See docs/architecture.md ("A new CLI command"): add, never rename.
+"""
 
 import json
 import re

@@ -1,4 +1,4 @@
-"""Every command's ``--help`` at 80 columns shows every option name whole and cuts nothing (issue 16).
+"""Every command's ``--help`` at 80 columns shows every option name whole and cuts nothing.
 
 The command tree is walked from the real ``medrev`` group, so a command added later is checked too.
 """

@@ -122,6 +122,24 @@ def non_negative(value: float | None) -> float | None:
     return value
 
 
+# The runner's retry options, with the same flags, defaults and help in every command that calls a model
+# (typer reads an option object afresh for each command that names it, so one object serves them all).
+CALL_TIMEOUT = typer.Option(300.0, "--timeout", callback=positive, help="Seconds allowed for one attempt.")
+MAX_ATTEMPTS = typer.Option(6, "--max-attempts", min=1)
+MAX_TOTAL = typer.Option(900.0, "--max-total", callback=positive, help="Seconds allowed for all attempts of one call.")
+BACKOFF = typer.Option(
+    1.0, "--backoff", callback=non_negative, help="First retry wait in seconds (doubles per attempt)."
+)
+RETRY_FAILED = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed.")
+
+
+def retry_policy(max_attempts: int, max_total: float, backoff: float) -> RetryPolicy:
+    """The runner's retry policy from the retry options (``--backoff`` is the first wait, doubled per attempt)."""
+    from bench_core.kernel.runner import RetryPolicy
+
+    return RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
+
+
 def check_endpoint(provider: str, base_url: str | None) -> None:
     """Refuse an unknown provider or a base URL that is not http(s)://host... before anything is written."""
     from urllib.parse import urlsplit

@@ -11,6 +11,10 @@ from rich.console import Console
 
 from bench_core.cli.batch import BATCH, BATCH_FALLBACK, POLL_INTERVAL, PRICE_FILE, BatchOptions, refuse_with
 from bench_core.cli.common import (
+    BACKOFF,
+    MAX_ATTEMPTS,
+    MAX_TOTAL,
+    RETRY_FAILED,
     check_endpoint,
     fail,
     finish_run,
@@ -18,6 +22,7 @@ from bench_core.cli.common import (
     non_negative,
     pct_ci,
     positive,
+    retry_policy,
     run_to_end,
     table,
 )
@@ -75,14 +80,10 @@ def run_healthcontradict(
     timeout: float | None = typer.Option(
         None, "--timeout", callback=positive, help="Seconds for one call (default 300; --hf 3600)."
     ),
-    max_attempts: int = typer.Option(6, "--max-attempts", min=1),
-    max_total: float = typer.Option(
-        900.0, "--max-total", callback=positive, help="Seconds allowed for all attempts of one call."
-    ),
-    backoff: float = typer.Option(
-        1.0, "--backoff", callback=non_negative, help="First retry wait in seconds (doubles per attempt)."
-    ),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed."),
+    max_attempts: int = MAX_ATTEMPTS,
+    max_total: float = MAX_TOTAL,
+    backoff: float = BACKOFF,
+    retry_failed: bool = RETRY_FAILED,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     batch: bool = BATCH,
     batch_fallback: str = BATCH_FALLBACK,
@@ -213,9 +214,7 @@ def run_healthcontradict(
     jobs = build_jobs(instances, chosen, chat_model, template_set, settings, counter=counter, label=label)
     if timeout is None:
         timeout = 3600.0 if hf is not None else 300.0
-    from bench_core.kernel.runner import RetryPolicy
-
-    retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
+    retry = retry_policy(max_attempts, max_total, backoff)
     runner = make_runner(
         store, concurrency=per_endpoint, timeout=timeout, progress=progress, retry=retry, batch=batching
     )

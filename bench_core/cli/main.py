@@ -1,9 +1,10 @@
 """The ``bench`` command group: run benchmarks against model endpoints and report their metrics.
 
 Mounted as ``medrev bench`` by ``review_app.cli``; also runnable as ``python -m bench_core``.
-Flags and JSON keys follow SPEC section 3 (add, never rename). This module builds the group and
-registers each design's commands (``cli/<design>.py``); ``report`` is here because it serves every
-design: the list of designs is made here, the one layer that imports several of them.
+Flags and JSON keys are the contract of docs/command-line.md (add, never rename). This module builds
+the group and registers each design's commands (``cli/<design>.py``; benchmark building in
+``cli/generation.py`` and ``cli/variants.py``); ``report`` is here because it serves every design:
+the list of designs is made here, the one layer that imports several of them.
 """
 
 from __future__ import annotations

@@ -12,6 +12,11 @@ from rich.table import Table
 
 from bench_core.cli.batch import BATCH, BATCH_FALLBACK, BATCH_SIZE, POLL_INTERVAL, PRICE_FILE, BatchOptions, refuse_with
 from bench_core.cli.common import (
+    BACKOFF,
+    CALL_TIMEOUT,
+    MAX_ATTEMPTS,
+    MAX_TOTAL,
+    RETRY_FAILED,
     check_endpoint,
     check_tools,
     err,
@@ -21,6 +26,7 @@ from bench_core.cli.common import (
     non_negative,
     pct_ci,
     positive,
+    retry_policy,
     run_to_end,
     table,
 )
@@ -48,7 +54,7 @@ def run_medmisbench(
     skip_bad_rows: bool = typer.Option(
         False, "--skip-bad-rows", help="Load the good rows of a file with bad ones, naming each row skipped."
     ),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed."),
+    retry_failed: bool = RETRY_FAILED,
     temperature: float | None = typer.Option(
         None,
         "--temperature",
@@ -88,14 +94,10 @@ def run_medmisbench(
         help="OpenAI-compatible servers: chat_template_kwargs enable_thinking on|off (Qwen3, GLM); "
         "auto: the template's rule.",
     ),
-    timeout: float = typer.Option(300.0, "--timeout", callback=positive, help="Seconds allowed for one attempt."),
-    max_attempts: int = typer.Option(6, "--max-attempts", min=1),
-    max_total: float = typer.Option(
-        900.0, "--max-total", callback=positive, help="Seconds allowed for all attempts of one call."
-    ),
-    backoff: float = typer.Option(
-        1.0, "--backoff", callback=non_negative, help="First retry wait in seconds (doubles per attempt)."
-    ),
+    timeout: float = CALL_TIMEOUT,
+    max_attempts: int = MAX_ATTEMPTS,
+    max_total: float = MAX_TOTAL,
+    backoff: float = BACKOFF,
     max_tokens_param: str | None = typer.Option(
         None, "--max-tokens-param", help="max_tokens|max_completion_tokens (default: the template's, else max_tokens)."
     ),
@@ -226,7 +228,7 @@ def run_medmisbench(
                 call_timeout=timeout,
             )
             backend = make_backend(tools, index_path=out / SEARCH_INDEX_FILE, timeout=tool_timeout)
-            step_retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
+            step_retry = retry_policy(max_attempts, max_total, backoff)
             harness = ToolHarness(chat_model, backend, harness_settings, step_retry=step_retry)
         write_items(out, prepared, seed)  # after every check: a refused run writes nothing
     except (RunDirError, ValueError, ImportError) as exc:
@@ -270,7 +272,7 @@ def run_medmisbench(
     )
     if harness is None:
         jobs = build_jobs(prepared, chosen, chat_model, delivery, settings, label=label)
-        retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
+        retry = retry_policy(max_attempts, max_total, backoff)
         runner = make_runner(
             store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry, batch=batching
         )

@@ -12,13 +12,17 @@ from rich.console import Console
 
 from bench_core.cli.batch import BATCH, BATCH_FALLBACK, BATCH_SIZE, POLL_INTERVAL, PRICE_FILE, BatchOptions
 from bench_core.cli.common import (
+    BACKOFF,
+    CALL_TIMEOUT,
+    MAX_TOTAL,
+    RETRY_FAILED,
     check_endpoint,
     err,
     fail,
     finish_run,
     make_runner,
     non_negative,
-    positive,
+    retry_policy,
     run_to_end,
     table,
 )
@@ -121,15 +125,11 @@ def run_trojan(
     judge_api_key_env: str | None = typer.Option(None, "--judge-api-key-env", help="Env var holding the judge's key."),
     label: str | None = typer.Option(None, "--label", help="Name shown in reports (default: the model id)."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Concurrent calls per endpoint."),
-    timeout: float = typer.Option(300.0, "--timeout", callback=positive, help="Seconds allowed for one attempt."),
+    timeout: float = CALL_TIMEOUT,
     max_attempts: int = typer.Option(6, "--max-attempts", min=1, help="Attempts per call on HTTP/connection errors."),
-    max_total: float = typer.Option(
-        900.0, "--max-total", callback=positive, help="Seconds allowed for all attempts of one call."
-    ),
-    backoff: float = typer.Option(
-        1.0, "--backoff", callback=non_negative, help="First retry wait in seconds (doubles per attempt)."
-    ),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Call again the keys whose calls failed."),
+    max_total: float = MAX_TOTAL,
+    backoff: float = BACKOFF,
+    retry_failed: bool = RETRY_FAILED,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     batch: bool = BATCH,
     batch_size: int | None = BATCH_SIZE,
@@ -212,9 +212,7 @@ def run_trojan(
             "n_records": len(dataset.records),
         },
     )
-    from bench_core.kernel.runner import RetryPolicy
-
-    retry = RetryPolicy(max_attempts=max_attempts, max_total=max_total, base_delay=backoff)
+    retry = retry_policy(max_attempts, max_total, backoff)
     runner = make_runner(
         store, concurrency=concurrency, timeout=timeout, progress=progress, retry=retry, batch=batching
     )

@@ -5,7 +5,7 @@ types and score ranges) is a pydantic model; the content rules below need the it
 checked on top. Every problem has a stable ``code`` (counted in the construction report and fed
 back to the generator on a retry) and a message naming the option.
 
-Content rules for a bundle (SPEC 1.3), each testable on its own:
+Content rules for a bundle, each testable on its own:
 
 - ``missing_option`` / ``unknown_option``: exactly the item's options are covered (keys such as
   "(B)" or "Option B" are read as "B").
@@ -79,6 +79,7 @@ class Problem:
 
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass
@@ -365,20 +366,38 @@ def bundle_problems(sentences: Mapping[str, str], item: MCQItem) -> tuple[dict[s
 # -- the three checks --------------------------------------------------------------------------
 
 
-def check_applicability(text: str, item: MCQItem, finish_reason: str | None = None) -> Checked[ApplicabilityDecision]:
-    """Check a Stage 1 reply. A viable decision needs a known content type and a difficulty in range."""
+def _parsed(
+    text: str, finish_reason: str | None, shape: type[M]
+) -> tuple[M | None, dict[str, Any] | None, list[Problem]]:
+    """The reply's JSON object validated as ``shape``: (value, object, problems), value None when unusable.
+
+    The object is kept even when it fails validation, so the caller can report it and check what it can.
+    """
     data, problems = _read(text, finish_reason)
     if data is None:
-        return Checked(problems=problems)
+        return None, None, problems
     try:
-        decision = ApplicabilityDecision.model_validate(data)
+        return shape.model_validate(data), data, []
     except ValidationError as exc:
-        return Checked(problems=_shape_problems(exc), data=data)
-    if not decision.viable:
-        return Checked(value=decision.model_copy(update={"content_type": None}), data=data)
+        return None, data, _shape_problems(exc)
+
+
+def _decision_problems(decision: ApplicabilityDecision | OneCallOutput) -> tuple[str | None, list[Problem]]:
+    """The known content type of a viable decision, and what a viable decision lacks (type, difficulty)."""
     content, problems = _content_type(decision.content_type)
     if decision.difficulty is None:
         problems.append(Problem("score_range", "difficulty: a viable item needs a difficulty from 0 to 10"))
+    return content, problems
+
+
+def check_applicability(text: str, item: MCQItem, finish_reason: str | None = None) -> Checked[ApplicabilityDecision]:
+    """Check a Stage 1 reply. A viable decision needs a known content type and a difficulty in range."""
+    decision, data, problems = _parsed(text, finish_reason, ApplicabilityDecision)
+    if decision is None:
+        return Checked(problems=problems, data=data)
+    if not decision.viable:
+        return Checked(value=decision.model_copy(update={"content_type": None}), data=data)
+    content, problems = _decision_problems(decision)
     if problems:
         return Checked(problems=problems, data=data)
     return Checked(value=decision.model_copy(update={"content_type": content}), data=data)
@@ -386,14 +405,9 @@ def check_applicability(text: str, item: MCQItem, finish_reason: str | None = No
 
 def check_bundle(text: str, item: MCQItem, finish_reason: str | None = None) -> Checked[BundleOutput]:
     """Check a Stage 2 reply against every content rule of the module docstring."""
-    data, problems = _read(text, finish_reason)
-    if data is None:
-        return Checked(problems=problems)
-    try:
-        output = BundleOutput.model_validate(data)
-    except ValidationError as exc:
-        problems = _shape_problems(exc)
-        if isinstance(data.get("sentences"), Mapping):
+    output, data, problems = _parsed(text, finish_reason, BundleOutput)
+    if output is None:
+        if data is not None and isinstance(data.get("sentences"), Mapping):
             problems += bundle_problems(data["sentences"], item)[1]
         return Checked(problems=problems, data=data)
     sentences, problems = bundle_problems(output.sentences, item)
@@ -404,18 +418,12 @@ def check_bundle(text: str, item: MCQItem, finish_reason: str | None = None) -> 
 
 def check_one_call(text: str, item: MCQItem, finish_reason: str | None = None) -> Checked[OneCallOutput]:
     """Check a one-call reply: a Stage 1 decision, and when viable a bundle meeting every rule."""
-    data, problems = _read(text, finish_reason)
-    if data is None:
-        return Checked(problems=problems)
-    try:
-        output = OneCallOutput.model_validate(data)
-    except ValidationError as exc:
-        return Checked(problems=_shape_problems(exc), data=data)
+    output, data, problems = _parsed(text, finish_reason, OneCallOutput)
+    if output is None:
+        return Checked(problems=problems, data=data)
     if not output.viable:
         return Checked(value=output.model_copy(update={"content_type": None, "sentences": None}), data=data)
-    content, problems = _content_type(output.content_type)
-    if output.difficulty is None:
-        problems.append(Problem("score_range", "difficulty: a viable item needs a difficulty from 0 to 10"))
+    content, problems = _decision_problems(output)
     if output.mislead_score is None:
         problems.append(Problem("score_range", "mislead_score: a viable item needs a mislead score from 0 to 10"))
     if output.sentences is None:

@@ -19,12 +19,11 @@ and item; ``balanced`` ranks the items of each stratum (subset x content type; s
 one-call mode) by a seeded hash and deals the three frames in turn, so the frames are balanced
 within +-1 per stratum. Frames already used by stored Stage 2 calls are kept on resume.
 
-A generation directory holds ``source_items.jsonl`` (the items generated from), ``results.jsonl``
-(the runner's store: every call with its raw reply), ``generation_runs.jsonl`` (one line per
-invocation: generator, endpoint, settings, prompt ids, seed, the source load report; never a
-key), and the outputs rewritten atomically after each completed run: ``outcomes.jsonl`` (every
-item's status, reason and attempts with raw replies), ``bundles.jsonl`` (kept items with their
-bundle and generation record) and ``benchmark/<SUBSET>.jsonl`` (the released flattened format).
+A generation directory holds the items generated from, the runner's store (every call with its raw
+reply), one manifest line per invocation, and the outputs rewritten atomically after each completed
+run (``write_outputs``): every item's outcome, the kept bundles and the released flattened benchmark.
+The files are named and read in ``bench_core.generation.directory``; the settings and an item's state
+are ``bench_core.generation.item_state``.
 """
 
 from __future__ import annotations
@@ -33,189 +32,44 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench_core.generation.checks import (
     LENGTH_BOUNDS,
-    PROBLEM_CODES,
     Checked,
-    Problem,
     check_applicability,
     check_bundle,
     check_one_call,
 )
-from bench_core.generation.prompts import (
-    DEFAULT_PROMPTS,
-    STRUCTURED_MODES,
-    GenerationPrompt,
-    get_prompt,
-    response_format,
+from bench_core.generation.directory import BENCHMARK, BENCHMARK_DIR, BUNDLES_FILE, OUTCOMES_FILE, read_manifests
+from bench_core.generation.directory import GenerationDirError as GenerationDirError
+from bench_core.generation.directory import append_manifest as append_manifest
+from bench_core.generation.directory import is_generation_dir as is_generation_dir
+from bench_core.generation.directory import register_items as register_items
+from bench_core.generation.directory import save_source_report as save_source_report
+from bench_core.generation.item_state import (
+    FAILED_ITEM,
+    KEPT,
+    Attempt,
+    GenerationSettings,
+    ItemState,
+    NextCall,
+    Plan,
+    assign_provenances,
+    failure_reason,
 )
-from bench_core.generation.sources import SourceReport
-from bench_core.kernel import rundir
+from bench_core.generation.prompts import STRUCTURED_MODES, GenerationPrompt, get_prompt, response_format
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import (
-    HashedSettings,
-    append_jsonl,
-    merge_or_refuse,
-    read_jsonl,
-    seeded_int,
-    write_atomic,
-)
+from bench_core.kernel.rundir import write_atomic
 from bench_core.kernel.runner import Job, Runner, RunSummary
 from bench_core.kernel.store import FAILED, OK, ResultKey, ResultStore
 from bench_core.medmisbench import taxonomy
 from bench_core.medmisbench.items import InjectionBundle, MCQItem
 from bench_core.medmisbench.release import write_release
 from bench_core.medmisbench.run import item_key
-from bench_core.medmisbench.targets import DEFAULT_SEED
 
-BENCHMARK = "medmisbench-generation"
-SOURCE_ITEMS_FILE = "source_items.jsonl"
-MANIFEST_FILE = "generation_runs.jsonl"
-OUTCOMES_FILE = "outcomes.jsonl"
-BUNDLES_FILE = "bundles.jsonl"
-SOURCE_REPORT_FILE = "source_report.json"
-BENCHMARK_DIR = "benchmark"
-
-MODES = ("two_stage", "one_call", "fixed")
-SAMPLING = ("uniform", "balanced")
-KEPT, REJECTED, FAILED_ITEM, PENDING = "kept", "rejected", "failed", "pending"
-OTHER_REASONS = {
-    "not_viable": "Stage 1 judged the item not viable",
-    "provider_error": "the call failed after the runner's retries",
-}
 _STRUCTURED_ERROR = re.compile(r"response_format|json_schema|structured|guided|grammar|json mode", re.I)
-
-
-class GenerationDirError(ValueError):
-    """A generation directory that cannot be used as asked (another generator, other items)."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A fixed content type and provenance for an item (sensitivity regeneration)."""
-
-    content_type: str
-    provenance: str
-
-
-@dataclass(frozen=True)
-class GenerationSettings(HashedSettings):
-    """Everything that shapes the generator's requests; hashed into the result keys.
-
-    ``max_attempts`` (validation attempts per stage) is not hashed: raising it on a rerun
-    continues the items that ran out of attempts.
-    """
-
-    mode: str = "two_stage"
-    seed: int = DEFAULT_SEED
-    provenance_sampling: str = "balanced"
-    applicability_prompt: str = DEFAULT_PROMPTS["applicability"]
-    generation_prompt: str = DEFAULT_PROMPTS["generation"]
-    one_call_prompt: str = DEFAULT_PROMPTS["one_call"]
-    temperature: float | None = None
-    max_tokens: int | None = None
-    reasoning_effort: str | None = None
-    max_attempts: int = 3
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"unknown generation mode {self.mode!r}; expected one of {', '.join(MODES)}")
-        if self.provenance_sampling not in SAMPLING:
-            raise ValueError(
-                f"--provenance: expected one of {', '.join(SAMPLING)}, found {self.provenance_sampling!r}"
-            )
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        for stage, prompt_id in self.prompt_ids().items():
-            get_prompt(prompt_id, stage)
-
-    def prompt_ids(self) -> dict[str, str]:
-        """The prompt of each stage this mode uses."""
-        if self.mode == "one_call":
-            return {"one_call": self.one_call_prompt}
-        if self.mode == "fixed":
-            return {"generation": self.generation_prompt}
-        return {"applicability": self.applicability_prompt, "generation": self.generation_prompt}
-
-    @property
-    def prompt_version(self) -> str:
-        """The prompt ids joined, as stored in ``InjectionBundle.prompt_version``."""
-        return "+".join(self.prompt_ids().values())
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "seed": self.seed,
-            "provenance_sampling": self.provenance_sampling,
-            "prompts": self.prompt_ids(),
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "reasoning_effort": self.reasoning_effort,
-        }
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One stored call of an item: its reply and what was wrong with it."""
-
-    stage: str
-    attempt: int
-    status: str
-    raw: str | None
-    problems: tuple[Problem, ...] = ()
-    error: str | None = None
-    provenance: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage,
-            "attempt": self.attempt,
-            "provenance": self.provenance,
-            "status": self.status,
-            "valid": self.status == OK and not self.problems,
-            "problems": [p.as_dict() for p in self.problems],
-            "error": self.error,
-            "raw": self.raw,
-        }
-
-
-@dataclass(frozen=True)
-class NextCall:
-    """The call an item needs next."""
-
-    stage: str
-    attempt: int
-    previous: Attempt | None = None
-
-
-@dataclass
-class ItemState:
-    """An item's progress, recomputed from the store."""
-
-    item: MCQItem
-    status: str = PENDING
-    reason: str | None = None
-    detail: str | None = None
-    next_call: NextCall | None = None
-    content_type: str | None = None
-    provenance: str | None = None
-    difficulty: float | None = None
-    mislead_score: float | None = None
-    sentences: dict[str, str] | None = None
-    decision_reason: str | None = None
-    attempts: list[Attempt] = field(default_factory=list)
-
-    @property
-    def key(self) -> str:
-        return item_key(self.item)
-
-    def final_raw(self, stage: str) -> str | None:
-        done = [a for a in self.attempts if a.stage == stage and a.status == OK]
-        return done[-1].raw if done else None
 
 
 _CHECKS: dict[str, Callable[[str, MCQItem, str | None], Checked[Any]]] = {
@@ -223,48 +77,6 @@ _CHECKS: dict[str, Callable[[str, MCQItem, str | None], Checked[Any]]] = {
     "generation": check_bundle,
     "one_call": check_one_call,
 }
-_PRIORITY = {code: rank for rank, code in enumerate(PROBLEM_CODES)}
-
-
-def failure_reason(problems: Sequence[Problem]) -> str:
-    """The reason code reported for a failed item: its most basic problem (``PROBLEM_CODES`` order)."""
-    return min((p.code for p in problems), key=lambda code: _PRIORITY.get(code, len(_PRIORITY)))
-
-
-def assign_provenances(
-    strata: dict[tuple[str, ...], list[str]], *, seed: int, sampling: str, pinned: dict[str, str] | None = None
-) -> dict[str, str]:
-    """A provenance frame per item key (see the module docstring); ``pinned`` frames are kept.
-
-    Balanced: the stratum's items, ranked by a seeded hash, are dealt the frames in turn from a
-    seeded starting frame. When frames already used (``pinned``) disagree with that deal (the
-    stratum grew since, e.g. after ``--retry-failed``), the other items go one by one to the
-    least-used frame instead, so the stratum stays balanced.
-    """
-    frames = taxonomy.PROVENANCE_IDS
-    pinned = pinned or {}
-    assigned: dict[str, str] = {}
-    for stratum, keys in strata.items():
-        if sampling == "uniform":
-            for key in keys:
-                assigned[key] = pinned.get(key) or frames[seeded_int(seed, "provenance", key) % len(frames)]
-            continue
-        offset = seeded_int(seed, "stratum", *stratum) % len(frames)
-        order = [frames[(offset + i) % len(frames)] for i in range(len(frames))]
-        ranked = sorted(keys, key=lambda k: (seeded_int(seed, "rank", k), k))
-        dealt = {key: order[rank % len(order)] for rank, key in enumerate(ranked)}
-        if all(dealt[k] == pinned[k] for k in keys if k in pinned):
-            assigned.update(dealt)
-            continue
-        counts = {frame: sum(pinned.get(k) == frame for k in keys) for frame in frames}
-        for key in ranked:
-            if key in pinned:
-                assigned[key] = pinned[key]
-                continue
-            frame = min(order, key=lambda f: counts[f])
-            counts[frame] += 1
-            assigned[key] = frame
-    return assigned
 
 
 class GenerationRun:
@@ -365,14 +177,8 @@ class GenerationRun:
             viable: list[ItemState] = []
             for state in states:
                 decision = self._stage(state, "applicability", records, retry)
-                if decision is None:
+                if decision is None or not state.decide(decision):
                     continue
-                state.difficulty = decision.difficulty
-                state.decision_reason = decision.reason
-                if not decision.viable:
-                    state.status, state.reason, state.detail = REJECTED, "not_viable", decision.reason
-                    continue
-                state.content_type = decision.content_type
                 viable.append(state)
             if any(s.next_call is not None for s in states):
                 return states  # Stage 2 waits until every Stage 1 decision is in: the deal needs them all
@@ -395,14 +201,8 @@ class GenerationRun:
             for state in states:
                 state.provenance = frames[state.key]
                 output = self._stage(state, "one_call", records, retry)
-                if output is None:
+                if output is None or not state.decide(output):
                     continue
-                state.difficulty = output.difficulty
-                state.decision_reason = output.reason
-                if not output.viable:
-                    state.status, state.reason, state.detail = REJECTED, "not_viable", output.reason
-                    continue
-                state.content_type = output.content_type
                 state.sentences = output.sentences
                 state.mislead_score = output.mislead_score
                 state.status = KEPT
@@ -540,14 +340,6 @@ class GenerationRun:
 # -- the generation directory ------------------------------------------------------------------
 
 
-def is_generation_dir(path: Path) -> bool:
-    return (path / SOURCE_ITEMS_FILE).is_file() and (path / MANIFEST_FILE).is_file()
-
-
-def read_manifests(run_dir: Path) -> list[dict[str, Any]]:
-    return read_jsonl(Path(run_dir) / MANIFEST_FILE)
-
-
 def check_generator(run_dir: Path, model: ChatModel, settings: GenerationSettings) -> None:
     """Refuse a directory made by another generator or with other settings (one benchmark, one generator)."""
     for manifest in read_manifests(run_dir):
@@ -563,37 +355,6 @@ def check_generator(run_dir: Path, model: ChatModel, settings: GenerationSetting
                 f"{model.name!r} at {model.endpoint} with {settings.config_hash} ({json.dumps(settings.as_dict())}). "
                 "Use a new --out directory."
             )
-
-
-def register_items(run_dir: Path, items: Sequence[MCQItem]) -> list[MCQItem]:
-    """Save the items generated from, merging with those already saved; returns every saved item.
-
-    An item saved earlier with the same key but other content refuses the run: its stored replies
-    were made for the other content.
-    """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / SOURCE_ITEMS_FILE
-    saved = {row["item_key"]: MCQItem.model_validate(row["item"]) for row in read_jsonl(path)}
-    new = merge_or_refuse(
-        path,
-        {key: _comparable(item) for key, item in saved.items()},
-        ((item_key(item), _comparable(item), item) for item in items),
-        error=GenerationDirError,
-        noun="item",
-        context="already generated here (another source file?)",
-    )
-    append_jsonl(path, ({"item_key": item_key(item), "item": item.model_dump(mode="json")} for item in new))
-    return [*saved.values(), *new]
-
-
-def _comparable(item: MCQItem) -> str:
-    data = item.model_dump(mode="json", exclude={"source_file", "source_line"})
-    return json.dumps(data, sort_keys=True, ensure_ascii=False)
-
-
-def append_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
-    """Record one invocation in ``generation_runs.jsonl`` (callers pass the names of env vars, never their values)."""
-    rundir.append_manifest(run_dir, BENCHMARK, manifest, file=MANIFEST_FILE)
 
 
 def outcome_row(state: ItemState) -> dict[str, Any]:
@@ -657,27 +418,3 @@ def write_outputs(run: GenerationRun, states: Sequence[ItemState]) -> dict[str, 
     for state in states:
         counts[state.status] += 1
     return {"counts": dict(counts), "benchmark_files": [str(p) for p in written]}
-
-
-def read_outcomes(run_dir: str | Path) -> list[dict[str, Any]]:
-    return read_jsonl(Path(run_dir) / OUTCOMES_FILE)
-
-
-def read_bundles(run_dir: str | Path) -> list[dict[str, Any]]:
-    return read_jsonl(Path(run_dir) / BUNDLES_FILE)
-
-
-def save_source_report(run_dir: Path, report: SourceReport, source: str | Path) -> None:
-    """Keep the loader's account of a source (kept, dropped per reason, every dropped row) in the directory.
-
-    One entry per (format, source path), so a directory generated from several files keeps each.
-    """
-    path = Path(run_dir) / SOURCE_REPORT_FILE
-    reports = read_source_reports(run_dir)
-    reports[f"{report.format}:{Path(source).resolve()}"] = report.as_dict()
-    write_atomic(path, [json.dumps(reports, indent=2, ensure_ascii=False)])
-
-
-def read_source_reports(run_dir: str | Path) -> dict[str, Any]:
-    path = Path(run_dir) / SOURCE_REPORT_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}

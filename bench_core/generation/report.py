@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bench_core.generation.pipeline import BENCHMARK, read_manifests, read_outcomes, read_source_reports
+from bench_core.generation.directory import BENCHMARK, read_manifests, read_outcomes, read_source_reports
 from bench_core.medmisbench import taxonomy
 
 REPORT_DIR = "report"

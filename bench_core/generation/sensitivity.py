@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_core.generation.pipeline import BENCHMARK_DIR, Plan, is_generation_dir, read_bundles, read_outcomes
+from bench_core.generation.directory import BENCHMARK_DIR, is_generation_dir, read_bundles, read_outcomes
+from bench_core.generation.item_state import Plan
 from bench_core.kernel.rundir import seeded_int
 from bench_core.medmisbench import taxonomy
 from bench_core.medmisbench.data import load_medmisbench

@@ -1,8 +1,9 @@
-"""Loaders for the source QA datasets a benchmark is generated from (SPEC 1.1, 1.3).
+"""Loaders for the source QA datasets a benchmark is generated from.
 
 Each public dataset ships multiple-choice items in its own layout; every loader here turns rows
 into ``MCQItem``s (no injection yet) and accounts for every row it did not keep, with the file,
 line, field and a reason code, so a study lead can see what the benchmark was built from.
+Options and answers are read out of the rows by ``bench_core.generation.source_options``.
 
 Layouts accepted (JSONL, JSON array, CSV or Parquet, via ``bench_core.kernel.tabular``):
 
@@ -34,22 +35,30 @@ Layouts accepted (JSONL, JSON array, CSV or Parquet, via ``bench_core.kernel.tab
 
 from __future__ import annotations
 
-import json
 import re
 import string
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from bench_core.generation.source_options import (
+    MAX_OPTIONS,
+    RowDropped,
+    check_options,
+    extract_options,
+    fold_text,
+    match_answer,
+    options_from_value,
+    strip_instructions,
+)
 from bench_core.kernel.errors import DatasetError, InputError, RowIssue
 from bench_core.kernel.tabular import Row, cell, iter_rows, tabular_files
 from bench_core.kernel.text import detect_language
 from bench_core.medmisbench import taxonomy
-from bench_core.medmisbench.data import split_embedded_options
 from bench_core.medmisbench.items import MCQItem
 
 SOURCE_FORMATS: tuple[str, ...] = ("medqa", "medmcqa", "medxpertqa", "medjourney", "hle", "medrev")
@@ -61,7 +70,6 @@ DEFAULT_SUBSETS: dict[str, str] = {
     "hle": "MEDMISHLE",
     "medrev": "CUSTOM",
 }
-MAX_OPTIONS = 13  # the released format has option columns opa..opm
 
 # Reason codes of dropped rows. The first group are rows the loader could not read as a
 # well-formed item (``malformed``); the second are well-formed rows excluded by design.
@@ -170,16 +178,6 @@ class SourceReport:
         }
 
 
-class _Drop(Exception):
-    """Raised by a row parser: the row is dropped for ``reason``."""
-
-    def __init__(self, reason: str, field_name: str | None, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.field = field_name
-        self.message = message
-
-
 @dataclass
 class _Context:
     file: Path
@@ -189,161 +187,10 @@ class _Context:
     reasoning_only: bool = True
 
 
-# -- option and answer helpers -----------------------------------------------------------------
-
-_LINE_OPTION = re.compile(r"^\s*[(（]?\s*([A-Za-z])\s*[)）.．、:：]\s*(\S.*?)\s*$")
-_CHOICES_HEADER = re.compile(r"(?:answer\s+choices|options|choices|选项)\s*[:：]?\s*$", re.I)
-_LABEL_ANSWER = re.compile(r"^[(（]?\s*([A-Za-z])\s*(?:[)）.．、:：]\s*(.*)|\s+(.*)|)$", re.S)
-_ANSWER_PREFIX = re.compile(r"^(?:正确答案|答案|参考答案|answer|correct answer)\s*(?:是|为)?\s*[:：]?\s*", re.I)
-_INSTRUCTION_LINES = (
-    re.compile(r"(选择题|单选题|多选题|选择最|选出|最佳答案|正确答案).*(请|选出|回答|作答|选择)"),
-    re.compile(r"^(以下|下面|下列)(是|为).*(题|问题)"),
-    re.compile(r"^请.*(答案|选项|回答|作答|输出|字母|选择)"),
-    re.compile(r"^(答案|正确答案|参考答案)\s*[:：]?\s*$"),
-    re.compile(r"^(answer|the answer is)\s*[:：]?\s*$", re.I),
-    re.compile(r"^please\b.*\b(answer|letter|option|choose|select)\b", re.I),
-)
-
-
-def _fold(text: str) -> str:
-    """Text for exact comparison: case-folded, whitespace collapsed, end punctuation dropped."""
-    return re.sub(r"\s+", " ", str(text)).strip().casefold().rstrip("。.．;；")
-
-
-def _label(key: Any) -> str:
-    text = str(key).strip()
-    return text.upper() if len(text) == 1 and text.isalpha() else text
-
-
-def options_from_value(value: Any) -> dict[str, str] | None:
-    """Options from a dict, a list of ``{"key","value"}`` or strings, a JSON string or formatted text."""
-    if isinstance(value, Mapping):
-        return {_label(k): str(v).strip() if v is not None else "" for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        if all(isinstance(v, Mapping) and "key" in v and "value" in v for v in value):
-            return {_label(v["key"]): str(v["value"]).strip() for v in value}
-        if all(isinstance(v, str) for v in value):
-            return {string.ascii_uppercase[i]: v.strip() for i, v in enumerate(value[:26])}
-        return None
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("{") or text.startswith("["):
-            try:
-                return options_from_value(json.loads(text))
-            except json.JSONDecodeError:
-                return None
-        found = extract_options(text, require_stem=False)
-        return found[1] if found else None
-    return None
-
-
-def _line_block(lines: list[str]) -> tuple[int, int, dict[str, str]] | None:
-    """The last run of consecutive lines labelled A, B, C ... (at least two): (start, end, options)."""
-    best = None
-    index = 0
-    while index < len(lines):
-        match = _LINE_OPTION.match(lines[index])
-        if match and match.group(1).upper() == "A":
-            options = {"A": match.group(2)}
-            end = index + 1
-            while end < len(lines):
-                nxt = _LINE_OPTION.match(lines[end])
-                expected = chr(ord("A") + len(options))
-                if not nxt or nxt.group(1).upper() != expected:
-                    break
-                options[expected] = nxt.group(2)
-                end += 1
-            if len(options) >= 2:
-                best = (index, end, options)
-                index = end
-                continue
-        index += 1
-    return best
-
-
-def extract_options(text: str, *, require_stem: bool = True) -> tuple[str, dict[str, str], str] | None:
-    """Split text holding a question and its options into (stem, options, text after the options).
-
-    Options are either one per line ("A. x", "A、x", "(A) x", "A) x", "A: x") or inline
-    "(A) x (B) y". A trailing "Answer Choices:" / "选项：" header is removed from the stem.
-    Returns None when fewer than two options are found (or no stem, with ``require_stem``).
-    """
-    lines = text.splitlines()
-    block = _line_block(lines)
-    if block is not None:
-        start, end, options = block
-        stem = "\n".join(lines[:start]).strip()
-        trailing = "\n".join(lines[end:]).strip()
-    else:
-        split = split_embedded_options(text)
-        if split is None:
-            return None
-        stem, options = split
-        trailing = ""
-    stem = _CHOICES_HEADER.sub("", stem).strip()
-    if require_stem and not stem:
-        return None
-    return stem, options, trailing
-
-
-def strip_instructions(text: str) -> str:
-    """Remove answer-format instruction lines (release-specific wording) from a stem."""
-    kept = [line for line in text.splitlines() if not any(p.search(line.strip()) for p in _INSTRUCTION_LINES)]
-    return "\n".join(kept).strip()
-
-
-def match_answer(answer: str, options: Mapping[str, str], field_name: str) -> str:
-    """The label an answer names: a label ("B", "(b)", "B. text") or the exact text of one option."""
-    text = _ANSWER_PREFIX.sub("", str(answer).strip()).strip()
-    if not text:
-        raise _Drop("no_gold", field_name, "empty answer")
-    by_upper = {label.upper(): label for label in options}
-    several = re.fullmatch(r"[A-Za-z]{2,}", text) and all(c.upper() in by_upper for c in text) and len(set(text)) > 1
-    if several and text.upper() not in {_fold(v).upper() for v in options.values()}:
-        raise _Drop("multiple_answers", field_name, f"answer {answer!r} names several options")
-    match = _LABEL_ANSWER.match(text)
-    if match and match.group(1).upper() in by_upper:
-        label = by_upper[match.group(1).upper()]
-        rest = (match.group(2) or match.group(3) or "").strip()
-        if not rest or _fold(rest) == _fold(options[label]):
-            return label
-        if match.group(2) is not None:  # "B. text" with another option's text
-            raise _Drop("gold_mismatch", field_name, f"answer {answer!r}: label and text disagree")
-    if text in options:
-        return text
-    folded = _fold(text)
-    hits = [label for label, option in options.items() if _fold(option) == folded]
-    if len(hits) == 1:
-        return hits[0]
-    listed = ", ".join(options)
-    raise _Drop("gold_not_in_options", field_name, f"answer {answer!r} matches none of the options ({listed})")
-
-
-def _check_options(options: dict[str, str] | None, field_name: str) -> dict[str, str]:
-    if options is None:
-        raise _Drop("bad_options", field_name, "options could not be read")
-    if len(options) < 2:
-        raise _Drop("bad_options", field_name, f"{len(options)} option(s); at least 2 are needed")
-    if len(options) > MAX_OPTIONS:
-        raise _Drop("too_many_options", field_name, f"{len(options)} options; at most {MAX_OPTIONS} are supported")
-    empty = [label for label, text in options.items() if not text.strip()]
-    if empty:
-        raise _Drop("bad_options", field_name, f"empty text for option(s) {', '.join(empty)}")
-    folded = Counter(_fold(text) for text in options.values())
-    repeated = [text for text, n in folded.items() if n > 1]
-    if repeated:
-        raise _Drop("bad_options", field_name, f"two options have the same text ({repeated[0]!r})")
-    labels = list(options)
-    if labels not in (list(string.ascii_uppercase[: len(labels)]), [str(i + 1) for i in range(len(labels))]):
-        listed = ", ".join(labels)
-        raise _Drop("bad_options", field_name, f"option labels {listed} do not run A, B, C ... (or 1, 2, 3 ...)")
-    return options
-
-
 def _required(row: Row, name: str) -> str:
     value = cell(row, name)
     if value is None:
-        raise _Drop("missing_field", name, f"no {name!r}")
+        raise RowDropped("missing_field", name, f"no {name!r}")
     return value
 
 
@@ -377,7 +224,7 @@ def _make_item(
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or None
-        raise _Drop("invalid_item", where, first["msg"].removeprefix("Value error, ")) from exc
+        raise RowDropped("invalid_item", where, first["msg"].removeprefix("Value error, ")) from exc
 
 
 # -- one parser per format ---------------------------------------------------------------------
@@ -386,16 +233,16 @@ def _make_item(
 def _parse_medqa(row: Row, ctx: _Context) -> MCQItem:
     question = _required(row, "question")
     if row.get("options") in (None, "", [], {}):
-        raise _Drop("missing_field", "options", "no 'options'")
-    options = _check_options(options_from_value(row["options"]), "options")
+        raise RowDropped("missing_field", "options", "no 'options'")
+    options = check_options(options_from_value(row["options"]), "options")
     letter = cell(row, "answer_idx")
     text = cell(row, "answer")
     if letter is None and text is None:
-        raise _Drop("no_gold", "answer_idx", "neither 'answer_idx' nor 'answer' is given")
+        raise RowDropped("no_gold", "answer_idx", "neither 'answer_idx' nor 'answer' is given")
     if letter is not None:
         gold = match_answer(letter, options, "answer_idx")
-        if text is not None and _fold(text) != _fold(options[gold]) and _fold(text) != _fold(gold):
-            raise _Drop(
+        if text is not None and fold_text(text) != fold_text(options[gold]) and fold_text(text) != fold_text(gold):
+            raise RowDropped(
                 "gold_mismatch",
                 "answer",
                 f"'answer' {text!r} is not the text of option {gold} ({options[gold]!r}) named by 'answer_idx'",
@@ -415,11 +262,13 @@ def _parse_medmcqa(row: Row, ctx: _Context) -> MCQItem:
         texts.pop()
     if any(t is None for t in texts):
         missing = _MEDMCQA_COLUMNS[texts.index(None)]
-        raise _Drop("bad_options", missing, f"option column {missing!r} is empty")
-    options = _check_options({string.ascii_uppercase[i]: t or "" for i, t in enumerate(texts)}, "opa")
+        raise RowDropped("bad_options", missing, f"option column {missing!r} is empty")
+    options = check_options({string.ascii_uppercase[i]: t or "" for i, t in enumerate(texts)}, "opa")
     index = _cop_index(row, ctx)
     if not 0 <= index < len(options):
-        raise _Drop("gold_not_in_options", "cop", f"cop {row.get('cop')!r} is not among the {len(options)} options")
+        raise RowDropped(
+            "gold_not_in_options", "cop", f"cop {row.get('cop')!r} is not among the {len(options)} options"
+        )
     return _make_item(ctx, _item_id(row, ctx), question, options, string.ascii_uppercase[index])
 
 
@@ -436,14 +285,14 @@ def _cop_value(row: Row) -> int | None:
 def _cop_index(row: Row, ctx: _Context) -> int:
     raw = cell(row, "cop")
     if raw is None:
-        raise _Drop("no_gold", "cop", "no 'cop' (correct option)")
+        raise RowDropped("no_gold", "cop", "no 'cop' (correct option)")
     if re.fullmatch(r"[A-Ea-e]", raw):
         return ord(raw.lower()) - ord("a")
     number = _cop_value(row)
     if number is None:
-        raise _Drop("no_gold", "cop", f"cop {raw!r} is not a number or a letter a-e")
+        raise RowDropped("no_gold", "cop", f"cop {raw!r} is not a number or a letter a-e")
     if number < 0:
-        raise _Drop("no_gold", "cop", f"cop {number} (unlabelled item)")
+        raise RowDropped("no_gold", "cop", f"cop {number} (unlabelled item)")
     return number - ctx.cop_base
 
 
@@ -477,10 +326,10 @@ _ANSWER_CHOICES = re.compile(r"\s*answer\s+choices\s*[:：]", re.I)
 def _parse_medxpertqa(row: Row, ctx: _Context) -> MCQItem:
     images = row.get("images")
     if images not in (None, "", [], ()) and not (isinstance(images, float) and images != images):
-        raise _Drop("image_dependent", "images", "the item comes with images")
+        raise RowDropped("image_dependent", "images", "the item comes with images")
     question_type = cell(row, "question_type")
     if ctx.reasoning_only and question_type is not None and question_type.lower() != "reasoning":
-        raise _Drop("not_reasoning", "question_type", f"question_type {question_type!r}")
+        raise RowDropped("not_reasoning", "question_type", f"question_type {question_type!r}")
     question = _required(row, "question")
     options = options_from_value(row.get("options")) if row.get("options") not in (None, "") else None
     stem = question
@@ -493,12 +342,12 @@ def _parse_medxpertqa(row: Row, ctx: _Context) -> MCQItem:
     elif (found := extract_options(question)) is not None:
         stem = found[0]
         options = options if options is not None else found[1]
-    options = _check_options(options, "options")
+    options = check_options(options, "options")
     if not stem:
-        raise _Drop("missing_field", "question", "the question has no stem before its answer choices")
+        raise RowDropped("missing_field", "question", "the question has no stem before its answer choices")
     answer = cell(row, "label") or cell(row, "answer")
     if answer is None:
-        raise _Drop("no_gold", "label", "no 'label' (correct option)")
+        raise RowDropped("no_gold", "label", "no 'label' (correct option)")
     gold = match_answer(answer, options, "label")
     return _make_item(ctx, _item_id(row, ctx), stem, options, gold)
 
@@ -508,12 +357,12 @@ def _parse_medjourney(row: Row, ctx: _Context) -> MCQItem:
     target = _required(row, "target")
     found = extract_options(prompt)
     if found is None:
-        raise _Drop("not_multiple_choice", "prompt", "no lettered options in the prompt (free-form task)")
+        raise RowDropped("not_multiple_choice", "prompt", "no lettered options in the prompt (free-form task)")
     stem, options, _trailing = found
     stem = strip_instructions(stem)
     if not stem:
-        raise _Drop("missing_field", "prompt", "nothing but instructions before the options")
-    options = _check_options(options, "prompt")
+        raise RowDropped("missing_field", "prompt", "nothing but instructions before the options")
+    options = check_options(options, "prompt")
     gold = match_answer(target, options, "target")
     return _make_item(ctx, _item_id(row, ctx), stem, options, gold, language=detect_language(stem))
 
@@ -522,21 +371,21 @@ def _parse_hle(row: Row, ctx: _Context) -> MCQItem:
     category = cell(row, "category")
     subject = cell(row, "raw_subject")
     if category is not None:
-        if _fold(category).replace(" ", "") != HLE_MEDICAL_CATEGORY:
-            raise _Drop("not_medical", "category", f"category {category!r}")
-    elif subject is None or _fold(subject) not in HLE_MEDICAL_SUBJECTS:
-        raise _Drop("not_medical", "raw_subject", f"raw_subject {subject!r} is not a biology/medicine subject")
+        if fold_text(category).replace(" ", "") != HLE_MEDICAL_CATEGORY:
+            raise RowDropped("not_medical", "category", f"category {category!r}")
+    elif subject is None or fold_text(subject) not in HLE_MEDICAL_SUBJECTS:
+        raise RowDropped("not_medical", "raw_subject", f"raw_subject {subject!r} is not a biology/medicine subject")
     if cell(row, "image") is not None:
-        raise _Drop("image_dependent", "image", "the item needs an image")
+        raise RowDropped("image_dependent", "image", "the item needs an image")
     answer_type = cell(row, "answer_type")
-    if answer_type is not None and _fold(answer_type).replace(" ", "") != "multiplechoice":
-        raise _Drop("not_multiple_choice", "answer_type", f"answer_type {answer_type!r}")
+    if answer_type is not None and fold_text(answer_type).replace(" ", "") != "multiplechoice":
+        raise RowDropped("not_multiple_choice", "answer_type", f"answer_type {answer_type!r}")
     question = _required(row, "question")
     found = extract_options(question)
     if found is None:
-        raise _Drop("not_multiple_choice", "question", "no answer choices in the question")
+        raise RowDropped("not_multiple_choice", "question", "no answer choices in the question")
     stem, options, _trailing = found
-    options = _check_options(options, "question")
+    options = check_options(options, "question")
     gold = match_answer(_required(row, "answer"), options, "answer")
     return _make_item(ctx, _item_id(row, ctx), stem, options, gold)
 
@@ -550,21 +399,23 @@ def _parse_medrev(row: Row, ctx: _Context) -> MCQItem:
         while columns and columns[-1] is None:
             columns.pop()
         if not columns:
-            raise _Drop("missing_field", "options", "no 'options' and no opa.. columns")
+            raise RowDropped("missing_field", "options", "no 'options' and no opa.. columns")
         if None in columns:
-            raise _Drop("bad_options", f"op{string.ascii_lowercase[columns.index(None)]}", "option columns have a gap")
+            raise RowDropped(
+                "bad_options", f"op{string.ascii_lowercase[columns.index(None)]}", "option columns have a gap"
+            )
         options = {string.ascii_uppercase[i]: t or "" for i, t in enumerate(columns)}
-    options = _check_options(options, "options")
+    options = check_options(options, "options")
     answer = cell(row, "answer") or cell(row, "gold")
     if answer is None:
-        raise _Drop("no_gold", "answer", "no 'answer'")
+        raise RowDropped("no_gold", "answer", "no 'answer'")
     gold = match_answer(answer, options, "answer")
     subset = cell(row, "subset")
     if subset is not None:
         ctx = _Context(ctx.file, ctx.line, taxonomy.canonical_subset(subset), ctx.cop_base, ctx.reasoning_only)
     language = cell(row, "language")
     if language is not None and language not in ("en", "zh"):
-        raise _Drop("invalid_item", "language", f"language {language!r}; expected en or zh")
+        raise RowDropped("invalid_item", "language", f"language {language!r}; expected en or zh")
     return _make_item(ctx, _item_id(row, ctx), question, options, gold, language=language)
 
 
@@ -620,7 +471,7 @@ def load_source(
             ctx = _Context(file, line, subset_id, base, reasoning_only)
             try:
                 item = parse(row, ctx)
-            except _Drop as drop:
+            except RowDropped as drop:
                 report.dropped.append(DroppedRow(drop.reason, RowIssue(str(file), line, drop.field, drop.message)))
                 continue
             except InputError as exc:  # a list or object where text belongs

@@ -25,6 +25,9 @@ what is public: the query list with the pair list (one instance per pair, number
 documents left empty: the authors' 920 NC prompts), the query list alone (one instance per
 question), a prepared instances file without documents, or the released NC prompt file
 ``prompts_1.jsonl`` (instance_id, topic_id, query, query_stance).
+
+The records these loaders return (``HCQuery``, ``HCDocument``, ``HCPair``, ``HCInstance``) are
+``bench_core.healthcontradict.items``.
 """
 
 from __future__ import annotations
@@ -33,17 +36,13 @@ import csv
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
-
+from bench_core.healthcontradict.items import HCDataset, HCDocument, HCInstance, HCPair, HCQuery
 from bench_core.kernel.errors import DatasetError, RowIssue
-from bench_core.kernel.tabular import cell, check_regular_file, iter_rows
+from bench_core.kernel.tabular import Row, cell, check_regular_file, iter_rows
 
 PAIRING_SEED = 42
-Stance = Literal["yes", "no"]
 
 # TREC labels before the authors unified them (2019: effective/ineffective, 2021: supportive/dissuades).
 _STANCE_ALIASES = {
@@ -59,76 +58,6 @@ QUERY_FILES = ("query-all.jsonl", "query/query-all.jsonl")
 DOCUMENT_FILES = ("doc-all-stance.csv", "doc/doc-all-stance.csv")
 PAIR_FILES = ("doc-contradict.csv", "doc/doc-contradict.csv")
 INSTANCE_FILES = ("dataset_ready.jsonl", "dataset/dataset_ready.jsonl")
-
-
-class HCQuery(BaseModel):
-    """One health question with its factual answer (supported by scientific evidence)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    topic_id: int
-    query: str
-    query_stance: Stance
-
-
-class HCDocument(BaseModel):
-    """One web document judged by TREC assessors as supporting (yes) or dissuading (no) the treatment."""
-
-    model_config = ConfigDict(frozen=True)
-
-    topic_id: int
-    doc_id: str
-    stance: Stance
-    text: str | None
-
-
-@dataclass(frozen=True)
-class HCPair:
-    """A contradiction pair of two documents of one topic, as in ``doc-contradict.csv``."""
-
-    topic_id: int
-    doc1_id: str
-    doc2_id: str
-    pair_type: str = "contradiction"
-
-
-class HCInstance(BaseModel):
-    """A question, its factual answer and two contradicting documents: ``doc_a`` says yes, ``doc_b`` no."""
-
-    model_config = ConfigDict(frozen=True)
-
-    instance_id: str
-    topic_id: int
-    query: str
-    query_stance: Stance
-    doc_a: str
-    doc_b: str
-    doc_a_id: str | None = None
-    doc_b_id: str | None = None
-
-    @field_validator("instance_id", mode="before")
-    @classmethod
-    def _id_text(cls, value: object) -> object:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @property
-    def correct_doc(self) -> str:
-        """The document whose stance equals the factual answer."""
-        return self.doc_a if self.query_stance == "yes" else self.doc_b
-
-    @property
-    def incorrect_doc(self) -> str:
-        return self.doc_b if self.query_stance == "yes" else self.doc_a
-
-
-@dataclass
-class HCDataset:
-    """Loaded instances plus how they were obtained (recorded in the run manifest)."""
-
-    instances: list[HCInstance]
-    source: str
-    pairing: str
-    files: list[str] = field(default_factory=list)
 
 
 def _topic_id(value: object) -> int | None:
@@ -158,6 +87,16 @@ def _stance(value: str | None) -> str | None:
     return _STANCE_ALIASES.get(value.strip().lower()) if value else None
 
 
+def _readable_rows(rows: Iterable[tuple[int, Row | RowIssue]], issues: list[RowIssue]) -> Iterator[tuple[int, Row]]:
+    """The rows that could be read, with their line; each one that could not goes to ``issues``, so a load
+    lists every problem of the file before it refuses it."""
+    for line, row in rows:
+        if isinstance(row, RowIssue):
+            issues.append(row)
+        else:
+            yield line, row
+
+
 @contextmanager
 def _large_csv_fields() -> Iterator[None]:
     """Documents run to 30,000 words; the csv module refuses fields over 128 KiB by default."""
@@ -174,10 +113,7 @@ def load_queries(path: str | Path) -> dict[int, HCQuery]:
     path = Path(path)
     queries: dict[int, HCQuery] = {}
     issues: list[RowIssue] = []
-    for line, row in iter_rows(path):
-        if isinstance(row, RowIssue):
-            issues.append(row)
-            continue
+    for line, row in _readable_rows(iter_rows(path), issues):
         topic = _topic_id(row.get("topic_id"))
         question = _verbatim(row, "description", "query")
         stance = _stance(cell(row, "query_stance"))
@@ -208,10 +144,7 @@ def load_documents(path: str | Path) -> list[HCDocument]:
     documents: list[HCDocument] = []
     issues: list[RowIssue] = []
     with _large_csv_fields():
-        for line, row in iter_rows(path):
-            if isinstance(row, RowIssue):
-                issues.append(row)
-                continue
+        for line, row in _readable_rows(iter_rows(path), issues):
             topic = _topic_id(row.get("topic_id"))
             doc_id = cell(row, "doc_id")
             stance = _stance(cell(row, "stance"))
@@ -238,10 +171,7 @@ def load_pairs(path: str | Path) -> list[tuple[int, HCPair]]:
     path = Path(path)
     pairs: list[tuple[int, HCPair]] = []
     issues: list[RowIssue] = []
-    for line, row in iter_rows(path):
-        if isinstance(row, RowIssue):
-            issues.append(row)
-            continue
+    for line, row in _readable_rows(iter_rows(path), issues):
         topic = _topic_id(row.get("topic_id"))
         first, second = cell(row, "doc1_id"), cell(row, "doc2_id")
         for name, value in (("topic_id", topic), ("doc1_id", first), ("doc2_id", second)):
@@ -351,10 +281,7 @@ def load_instances(path: str | Path, *, documents: bool = True) -> list[HCInstan
     seen: set[str] = set()
     with _large_csv_fields():
         rows = list(iter_rows(path))
-    for line, row in rows:
-        if isinstance(row, RowIssue):
-            issues.append(row)
-            continue
+    for line, row in _readable_rows(rows, issues):
         values = {
             "instance_id": cell(row, "instance_id"),
             "topic_id": _topic_id(row.get("topic_id")),

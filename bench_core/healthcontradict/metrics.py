@@ -1,4 +1,6 @@
-"""HealthContradict metrics (paper Methods, Eq. 4-9; SPEC 1.4), per model.
+"""HealthContradict metrics (paper Methods, Eq. 4-9), per model.
+
+The formulas and their validation are in docs/methods.md ("HealthContradict metrics").
 
 - accuracy and macro-F1 per template. Macro-F1 averages the F1 of the YES and NO classes (Eq. 9),
   over the classes that occur among the answers or predictions, as the authors' ``b2_eval_acc.py``
@@ -225,7 +227,10 @@ def model_comparisons(predictions: Sequence[HCPrediction]) -> dict[str, dict[str
 
 
 def healthcontradict_report(data: HCRunData) -> dict[str, Any]:
-    """The ``bench report --json`` object of a HealthContradict run directory (SPEC 3 keys plus extras)."""
+    """The ``bench report --json`` object of a HealthContradict run directory.
+
+    Its keys are held stable by ``tests/test_cli_contract.py`` (add, never rename).
+    """
     grouped: dict[str, list[HCPrediction]] = defaultdict(list)
     about: dict[str, dict[str, Any]] = {}
     for prediction in data.predictions:

@@ -13,7 +13,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from bench_core.healthcontradict.data import HCInstance
+from bench_core.healthcontradict.items import HCInstance
 from bench_core.healthcontradict.metrics import healthcontradict_report
 from bench_core.healthcontradict.run import BENCHMARK, HCRunData, RunDirError, is_run_dir, read_run_data
 from bench_core.kernel.report_files import ReportWriter, latex_table, p_value, pct
@@ -262,40 +262,31 @@ def build_figures(report: dict[str, Any]) -> dict[str, Any]:
     heat.update_layout(title="Prediction agreement between templates")
     out["agreement_heatmap"] = heat
 
-    lines = go.Figure()
-    for name, model in models.items():
-        for template, groups in model["by_context_quartile"].items():
-            lines.add_trace(
-                go.Scatter(
-                    x=[f"Q{g['quartile']}" for g in groups],
-                    y=[g["accuracy"] for g in groups],
-                    mode="lines+markers",
-                    name=f"{name} {template}",
-                )
-            )
-    lines.update_layout(
-        title="Accuracy by context-length quartile (words of the documents shown)",
-        yaxis={"range": [0, 1], "tickformat": ".0%"},
-    )
-    out["accuracy_by_context_quartile"] = lines
-
-    f1_lines = go.Figure()  # the paper's Fig. 7
-    for name, model in models.items():
-        for template, groups in model["by_context_quartile"].items():
-            f1_lines.add_trace(
-                go.Scatter(
-                    x=[f"Q{g['quartile']}" for g in groups],
-                    y=[g["macro_f1"] for g in groups],
-                    mode="lines+markers",
-                    name=f"{name} {template}",
-                )
-            )
-    f1_lines.update_layout(
-        title="Macro-F1 by context-length quartile (words of the documents shown)",
-        yaxis={"range": [0, 1], "tickformat": ".0%"},
-    )
-    out["macro_f1_by_context_quartile"] = f1_lines
+    out["accuracy_by_context_quartile"] = _by_quartile(models, "accuracy", "Accuracy")
+    out["macro_f1_by_context_quartile"] = _by_quartile(models, "macro_f1", "Macro-F1")  # the paper's Fig. 7
     return out
+
+
+def _by_quartile(models: dict[str, Any], metric: str, label: str) -> Any:
+    """One line per model x template of ``metric`` over the context-length quartiles."""
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for name, model in models.items():
+        for template, groups in model["by_context_quartile"].items():
+            figure.add_trace(
+                go.Scatter(
+                    x=[f"Q{g['quartile']}" for g in groups],
+                    y=[g[metric] for g in groups],
+                    mode="lines+markers",
+                    name=f"{name} {template}",
+                )
+            )
+    figure.update_layout(
+        title=f"{label} by context-length quartile (words of the documents shown)",
+        yaxis={"range": [0, 1], "tickformat": ".0%"},
+    )
+    return figure
 
 
 write_report = ReportWriter(CSV_COLUMNS, metric_rows, latex_tables, build_figures).write
@@ -328,6 +319,7 @@ def combined_report(run_dirs: list[Path]) -> dict[str, Any]:
             labels[prediction.model].add(run_dir.name)
     predictions, failures = [], []
     for run_dir, data in datas:
+
         def rename(label: str, directory: str = run_dir.name) -> str:
             return label if len(labels.get(label, ())) <= 1 else f"{label} ({directory})"
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench_core.healthcontradict.data import HCInstance
+from bench_core.healthcontradict.items import HCInstance
 from bench_core.healthcontradict.prompts import TEMPLATE_ORDER, HCTemplate, HCTemplateSet
 from bench_core.healthcontradict.scoring import YesNo, predict
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
@@ -34,8 +34,8 @@ from bench_core.kernel.rundir import (
     append_manifest,
     merge_or_refuse,
     read_jsonl,
-    read_jsonl_numbered,
     rows_of,
+    saved_rows,
 )
 from bench_core.kernel.runner import Job
 from bench_core.kernel.store import ResultKey, ResultStore
@@ -322,16 +322,8 @@ def is_run_dir(path: Path) -> bool:
 
 
 def load_run_instances(run_dir: str | Path) -> list[HCInstance]:
-    run_dir = Path(run_dir)
-    if not (run_dir / INSTANCES_FILE).is_file():
-        raise RunDirError(f"{run_dir} is not a HealthContradict run directory (no {INSTANCES_FILE})")
-    path = run_dir / INSTANCES_FILE
-    return rows_of(
-        path,
-        read_jsonl_numbered(path),
-        lambda row: HCInstance.model_validate(row["instance"]),
-        field_prefix="instance.",
-    )
+    path, numbered = saved_rows(run_dir, INSTANCES_FILE, "HealthContradict", RunDirError)
+    return rows_of(path, numbered, lambda row: HCInstance.model_validate(row["instance"]), field_prefix="instance.")
 
 
 @dataclass(frozen=True)

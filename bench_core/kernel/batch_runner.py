@@ -15,6 +15,12 @@ resume) works unchanged. What differs is how the calls are made:
    handed to the synchronous runner when ``fallback="sync"``. A request refused for itself (HTTP 400) is
    recorded as failed at once, as the synchronous path records it.
 
+Planning (cutting requests into batches and journaling them) and what the user is shown (the plan,
+progress) are ``bench_core.kernel.batch_plan``; ``BatchPlan`` and ``BatchProgress`` are re-exported here.
+What stays is one class, a little over 500 lines, kept in one piece on purpose: its rounds, polling,
+collecting and cancelling all read and change the same state (the journal, the provider clients, the
+keys recorded in this run, the cancel flags), and cutting it would hand that state between modules.
+
 Interruption: cancelling the task running ``run`` (the CLI does so on the first Ctrl-C) stops waiting;
 the batches go on at the provider and a rerun collects them. ``request_cancel()`` (the second Ctrl-C)
 within ``cancel_grace`` seconds cancels them at the provider. Either way ``run`` raises
@@ -25,15 +31,23 @@ honours at its next poll.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from bench_core.kernel.batch_journal import BatchJournal, Entry, JournalState, iso, now
-from bench_core.kernel.pricing import estimate_input_tokens
+from bench_core.kernel.batch_plan import BatchPlan as BatchPlan
+from bench_core.kernel.batch_plan import BatchProgress as BatchProgress
+from bench_core.kernel.batch_plan import (
+    BatchReporter,
+    Pending,
+    QuietReporter,
+    batch_progress,
+    describe_plan,
+    index_of,
+    plan_batches,
+)
 from bench_core.kernel.providers import make_batch_api
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ProviderError
 from bench_core.kernel.providers.batch import (
@@ -46,7 +60,7 @@ from bench_core.kernel.providers.batch import (
     ResultLine,
     custom_id,
 )
-from bench_core.kernel.runner import Job, RetryPolicy, Runner, RunSummary
+from bench_core.kernel.runner import Job, RetryPolicy, Runner, RunSummary, due_jobs
 from bench_core.kernel.store import FAILED, OK, ResultStore
 
 FALLBACKS = ("batch", "sync")
@@ -65,79 +79,6 @@ class BatchInterrupted(Exception):
         self.open_batches = open_batches
         self.cancelled = cancelled
         self.reason = reason
-
-
-@dataclass
-class ModelEstimate:
-    """Requests of one model about to be submitted, with their estimated input tokens."""
-
-    provider: str
-    requests: int = 0
-    input_tokens: int = 0
-    max_output_tokens: int | None = 0  # the sum of the token caps; None when some request has none
-
-
-@dataclass
-class BatchPlan:
-    """What is about to be submitted (shown before submitting): batches, requests, tokens per model."""
-
-    description: str
-    batches: int
-    requests: int
-    input_tokens: int
-    models: dict[str, ModelEstimate]
-    resumed: int = 0  # batches of earlier runs found in the journal and collected instead of sent again
-
-
-@dataclass
-class BatchProgress:
-    """Where the batches of one ``run`` call stand (shown while waiting)."""
-
-    description: str
-    submitted: int
-    in_progress: int
-    completed: int
-    requests: int
-    done: int
-    waited: float
-    batches: list[dict[str, Any]] = field(default_factory=list)
-
-
-class BatchReporter(Protocol):
-    """What the runner tells its user: the plan, progress while waiting, and notes."""
-
-    def plan(self, plan: BatchPlan) -> None: ...
-
-    def progress(self, progress: BatchProgress) -> None: ...
-
-    def note(self, message: str) -> None: ...
-
-    def done(self) -> None: ...
-
-
-class _Quiet:
-    def plan(self, plan: BatchPlan) -> None:
-        pass
-
-    def progress(self, progress: BatchProgress) -> None:
-        pass
-
-    def note(self, message: str) -> None:
-        pass
-
-    def done(self) -> None:
-        pass
-
-
-@dataclass
-class _Pending:
-    """One batch to drive: its journal entry, its adapter, and (when planned here) its lines and estimate."""
-
-    entry: Entry
-    api: BatchAPI
-    lines: list[dict[str, Any]] | None = None
-    input_tokens: int = 0
-    max_output_tokens: int | None = None
 
 
 class BatchRunner:
@@ -171,7 +112,7 @@ class BatchRunner:
         self.fallback = fallback
         self.poll_interval = poll_interval
         self.timeout = timeout
-        self.reporter: BatchReporter = reporter or _Quiet()
+        self.reporter: BatchReporter = reporter or QuietReporter()
         self.max_bytes = max_bytes
         self.cancel_grace = cancel_grace
         self.api_factory = api_factory
@@ -186,16 +127,7 @@ class BatchRunner:
     async def run(self, jobs: Iterable[Job], *, retry_failed: bool = False, description: str = "calls") -> RunSummary:
         """Make every due call through batches; returns counts. Raises ``BatchInterrupted`` when stopped."""
         summary = RunSummary()
-        pending: list[Job] = []
-        for job in jobs:
-            summary.total += 1
-            status = self.store.status(job.key)
-            if status == OK:
-                summary.already_done += 1
-            elif status == FAILED and not retry_failed:
-                summary.skipped_failed += 1
-            else:
-                pending.append(job)
+        pending = due_jobs(self.store, jobs, summary, retry_failed=retry_failed)
         started = time.monotonic()
         try:
             await self._run(pending, summary, description)
@@ -228,9 +160,9 @@ class BatchRunner:
             held = {entry.keys[i] for entry in carried for i in entry.unhandled()}
             fresh = [jobs[key] for key in jobs if key in due and key not in held]
             planned = self._plan(fresh, state, summary, description)
-            resumed = [_Pending(entry, self._api_for(jobs, entry)) for entry in carried]
+            resumed = [Pending(entry, self._api_for(jobs, entry)) for entry in carried]
             if planned:
-                self.reporter.plan(self._describe(planned, resumed, description))
+                self.reporter.plan(describe_plan(planned, resumed, description))
             elif resumed:
                 self.reporter.note(
                     f"{description}: collecting {len(resumed)} batch(es) submitted before (nothing is submitted twice)"
@@ -266,7 +198,8 @@ class BatchRunner:
         return self._apis[ident]
 
     # -- planning --------------------------------------------------------------------------
-    def _plan(self, fresh: list[Job], state: JournalState, summary: RunSummary, description: str) -> list[_Pending]:
+    # -- planning --------------------------------------------------------------------------
+    def _plan(self, fresh: list[Job], state: JournalState, summary: RunSummary, description: str) -> list[Pending]:
         """Build the requests of ``fresh`` jobs, split them into batches and journal each one (not sent yet)."""
         attempts = state.attempts()
         errors = state.errors()
@@ -282,93 +215,22 @@ class BatchRunner:
                 self._write_failed(job, None, 1, [error], summary)
                 continue
             groups.setdefault((job.model.provider, job.model.endpoint, job.model.name), []).append((job, request))
-        planned: list[_Pending] = []
+        planned: list[Pending] = []
         for items in groups.values():
             api = self._api(items[0][0].model)
-            max_requests = min(api.limits.max_requests, self.batch_size or api.limits.max_requests)
-            max_bytes = min(api.limits.max_bytes, self.max_bytes or api.limits.max_bytes)
-            chunk: list[tuple[Job, ChatRequest, dict[str, Any], int]] = []
-            size = 0
-            entry_id = self.journal.new_entry_id()
-            for job, request in items:
-                line = api.request_line(custom_id(entry_id, len(chunk)), request)
-                line_bytes = len(json.dumps(line, ensure_ascii=False).encode()) + 1
-                if line_bytes > max_bytes:
-                    error = {
-                        "attempt": 1,
-                        "kind": "too_large",
-                        "status": None,
-                        "message": f"request of {line_bytes} bytes is over the batch limit of {max_bytes} bytes",
-                    }
-                    self._write_failed(job, request, 1, [error], summary)
-                    continue
-                if chunk and (len(chunk) >= max_requests or size + line_bytes > max_bytes):
-                    planned.append(self._journal_plan(entry_id, api, chunk, description))
-                    entry_id, chunk, size = self.journal.new_entry_id(), [], 0
-                    line = api.request_line(custom_id(entry_id, 0), request)
-                    line_bytes = len(json.dumps(line, ensure_ascii=False).encode()) + 1
-                chunk.append((job, request, line, line_bytes))
-                size += line_bytes
-            if chunk:
-                planned.append(self._journal_plan(entry_id, api, chunk, description))
+            planned += plan_batches(
+                self.journal,
+                api,
+                items,
+                max_requests=min(api.limits.max_requests, self.batch_size or api.limits.max_requests),
+                max_bytes=min(api.limits.max_bytes, self.max_bytes or api.limits.max_bytes),
+                description=description,
+                too_large=lambda job, request, error: self._write_failed(job, request, 1, [error], summary),
+            )
         return planned
 
-    def _journal_plan(
-        self, entry_id: str, api: BatchAPI, chunk: list[tuple[Job, ChatRequest, dict[str, Any], int]], description: str
-    ) -> _Pending:
-        model = chunk[0][0].model
-        lines = [line for _job, _request, line, _size in chunk]
-        size = self.journal.write_lines(self.journal.requests_path(entry_id), lines)
-        keys = [job.key.id for job, _request, _line, _size in chunk]
-        tokens = sum(estimate_input_tokens(request) for _job, request, _line, _size in chunk)
-        caps = [request.max_tokens for _job, request, _line, _size in chunk]
-        self.journal.append(
-            "planned",
-            entry_id,
-            provider=api.provider,
-            model=model.name,
-            endpoint=model.endpoint,
-            description=description,
-            keys=keys,
-            bytes=size,
-            input_tokens=tokens,
-            max_output_tokens=None if None in caps else sum(c for c in caps if c is not None),
-        )
-        entry = Entry(
-            id=entry_id,
-            provider=api.provider,
-            model=model.name,
-            endpoint=model.endpoint,
-            keys=keys,
-            planned_at=now(),
-            bytes=size,
-            description=description,
-        )
-        cap = None if None in caps else sum(c for c in caps if c is not None)
-        return _Pending(entry, api, lines, input_tokens=tokens, max_output_tokens=cap)
-
-    def _describe(self, planned: list[_Pending], resumed: list[_Pending], description: str) -> BatchPlan:
-        models: dict[str, ModelEstimate] = {}
-        for pending in planned:
-            estimate = models.setdefault(pending.entry.model, ModelEstimate(pending.entry.provider))
-            estimate.requests += len(pending.entry.keys)
-            estimate.input_tokens += pending.input_tokens
-            if estimate.max_output_tokens is not None:
-                cap = pending.max_output_tokens
-                estimate.max_output_tokens = None if cap is None else estimate.max_output_tokens + cap
-        return BatchPlan(
-            description,
-            len(planned),
-            sum(m.requests for m in models.values()),
-            sum(m.input_tokens for m in models.values()),
-            models,
-            resumed=len(resumed),
-        )
-
     # -- submitting, polling, collecting ---------------------------------------------------
-    async def _drive(
-        self, batches: list[_Pending], jobs: dict[str, Job], summary: RunSummary, description: str
-    ) -> None:
+    async def _drive(self, batches: list[Pending], jobs: dict[str, Job], summary: RunSummary, description: str) -> None:
         for pending in batches:
             if not pending.entry.batch_id and not pending.entry.downloaded:
                 await self._ensure_created(pending, jobs, summary)
@@ -410,12 +272,12 @@ class BatchRunner:
                     status = statuses.get(entry.id) or BatchStatus(entry.state or "ended", True)
                 self._collect(pending, lines, status, jobs, summary)
                 waiting.remove(pending)
-            self.reporter.progress(self._progress(batches, statuses, description, started))
+            self.reporter.progress(batch_progress(batches, statuses, description, started))
             if waiting:
                 await asyncio.sleep(self.poll_interval)
         self.reporter.done()
 
-    async def _ensure_created(self, pending: _Pending, jobs: dict[str, Job], summary: RunSummary) -> None:
+    async def _ensure_created(self, pending: Pending, jobs: dict[str, Job], summary: RunSummary) -> None:
         """Give the entry its batch at the provider: found (an earlier attempt created it) or created now.
 
         An entry planned by an earlier process, or whose create call failed in a way that may have reached the
@@ -449,7 +311,7 @@ class BatchRunner:
             entry.batch_id = batch_id
             return
 
-    async def _find(self, pending: _Pending) -> bool:
+    async def _find(self, pending: Pending) -> bool:
         """Adopt the provider's file and batch of this entry, if an earlier attempt made them; True if a batch."""
         entry, api = pending.entry, pending.api
         if api.needs_upload and entry.file_id is None:
@@ -468,7 +330,7 @@ class BatchRunner:
         self.reporter.note(f"found batch {found.batch_id} of an earlier attempt at the provider; collecting it")
         return True
 
-    def _refused(self, pending: _Pending, exc: ProviderError, jobs: dict[str, Job], summary: RunSummary) -> None:
+    def _refused(self, pending: Pending, exc: ProviderError, jobs: dict[str, Job], summary: RunSummary) -> None:
         """A batch the provider would not take: nothing was created; its keys go to the next batch."""
         entry = pending.entry
         self.journal.append("refused", entry.id, message=str(exc), status=exc.status)
@@ -477,7 +339,7 @@ class BatchRunner:
         lines = [ResultLine(custom_id(entry.id, i), ERRORED, status=None, message=str(exc)) for i in entry.unhandled()]
         self._collect(pending, lines, BatchStatus("refused", True), jobs, summary, kind="batch_refused")
 
-    async def _status(self, pending: _Pending) -> BatchStatus | None:
+    async def _status(self, pending: Pending) -> BatchStatus | None:
         entry = pending.entry
         assert entry.batch_id is not None
         try:
@@ -492,7 +354,7 @@ class BatchRunner:
             entry.state, entry.counts, entry.ended = status.state, dict(status.counts), status.ended
         return status
 
-    async def _download(self, pending: _Pending, status: BatchStatus) -> list[ResultLine]:
+    async def _download(self, pending: Pending, status: BatchStatus) -> list[ResultLine]:
         entry = pending.entry
         assert entry.batch_id is not None
         lines = await pending.api.results(entry.batch_id, status)
@@ -503,7 +365,7 @@ class BatchRunner:
 
     def _collect(
         self,
-        pending: _Pending,
+        pending: Pending,
         lines: list[ResultLine],
         status: BatchStatus,
         jobs: dict[str, Job],
@@ -515,7 +377,7 @@ class BatchRunner:
         entry = pending.entry
         by_index: dict[int, ResultLine] = {}
         for position, line in enumerate(lines):
-            index = _index_of(line.custom_id, entry.id, position)
+            index = index_of(line.custom_id, entry.id, position)
             if index is not None:
                 by_index[index] = line
         if lines and not by_index and entry.found and not entry.confirmed:
@@ -622,37 +484,6 @@ class BatchRunner:
         self._recorded.add(job.key.id)
         summary.failed += 1
 
-    def _progress(
-        self, batches: list[_Pending], statuses: dict[str, BatchStatus], description: str, started: float
-    ) -> BatchProgress:
-        rows = []
-        submitted = running = completed = requests = done = 0
-        for pending in batches:
-            entry = pending.entry
-            status = statuses.get(entry.id)
-            total = len(entry.keys)
-            finished = total if not entry.open or entry.downloaded else (status.done if status else None) or 0
-            requests += total
-            done += finished
-            if entry.batch_id:
-                submitted += 1
-            if not entry.open or entry.downloaded:
-                completed += 1
-            elif entry.batch_id:
-                running += 1
-            rows.append(
-                {
-                    "entry": entry.id,
-                    "batch_id": entry.batch_id,
-                    "state": entry.state or entry.phase,
-                    "requests": total,
-                    "done": finished,
-                }
-            )
-        return BatchProgress(
-            description, submitted, running, completed, requests, done, time.monotonic() - started, rows
-        )
-
     # -- interruption ----------------------------------------------------------------------
     def _open_count(self) -> int:
         state = self.journal.state()
@@ -665,7 +496,7 @@ class BatchRunner:
         state = self.journal.state()
         return any(at >= self.started_at for at in state.cancel_all)
 
-    async def _cancel_all(self, waiting: list[_Pending]) -> None:
+    async def _cancel_all(self, waiting: list[Pending]) -> None:
         """Cancel this run's open batches at the provider (``bench batch cancel`` or a second Ctrl-C)."""
         for pending in waiting:
             entry = pending.entry
@@ -705,17 +536,6 @@ class BatchRunner:
             if api is None:
                 self.reporter.note(f"batch {entry.batch_id}: no client for it here; use bench batch cancel")
                 continue
-            waiting.append(_Pending(entry, api))
+            waiting.append(Pending(entry, api))
         await self._cancel_all(waiting)
         return True
-
-
-def _index_of(custom: str, entry: str, position: int) -> int | None:
-    """The request index a result line answers: from its custom_id, or its position when the provider kept
-    none (``#<position>``); None for a line of another entry."""
-    if custom.startswith("#"):
-        return int(custom[1:]) if custom[1:].isdigit() else position
-    prefix = f"{entry}-"
-    if custom.startswith(prefix) and custom[len(prefix) :].isdigit():
-        return int(custom[len(prefix) :])
-    return None

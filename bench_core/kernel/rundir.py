@@ -121,6 +121,20 @@ def read_json(path: Path) -> Any:
         raise DamagedFile(f"{path}:{exc.lineno}: damaged JSON ({exc.msg}); repair or restore the file") from None
 
 
+def saved_rows(
+    run_dir: str | Path, name: str, design: str, error: type[Exception]
+) -> tuple[Path, list[tuple[int, dict[str, Any]]]]:
+    """The path and numbered rows of side file ``name`` of a ``design`` run directory, for ``rows_of``.
+
+    A directory without the file is not that design's run directory: ``error`` says so, naming the file,
+    so a wrong ``--run-dir`` is refused before any row is read.
+    """
+    path = Path(run_dir) / name
+    if not path.is_file():
+        raise error(f"{run_dir} is not a {design} run directory (no {name})")
+    return path, read_jsonl_numbered(path)
+
+
 def rows_of(
     path: Path,
     rows: Iterable[dict[str, Any]] | Iterable[tuple[int, dict[str, Any]]],

@@ -119,6 +119,22 @@ class _RateColumn(ProgressColumn):
         return Text(f"{rate:6.1f} req/s", style="progress.data.speed")
 
 
+def due_jobs(store: ResultStore, jobs: Iterable[Job], summary: RunSummary, *, retry_failed: bool) -> list[Job]:
+    """The jobs that need a call, counting the rest into ``summary``: finished keys are skipped, failed ones
+    too unless ``retry_failed``. The synchronous and the batch runner decide this the same way, here."""
+    pending: list[Job] = []
+    for job in jobs:
+        summary.total += 1
+        status = store.status(job.key)
+        if status == OK:
+            summary.already_done += 1
+        elif status == FAILED and not retry_failed:
+            summary.skipped_failed += 1
+        else:
+            pending.append(job)
+    return pending
+
+
 class Runner:
     """Runs jobs against their models with one retry policy and writes every outcome to ``store``.
 
@@ -155,16 +171,7 @@ class Runner:
     async def run(self, jobs: Iterable[Job], *, retry_failed: bool = False, description: str = "calls") -> RunSummary:
         """Make every due call; returns counts. Cancellation stops the calls in flight and re-raises."""
         summary = RunSummary()
-        pending: list[Job] = []
-        for job in jobs:
-            summary.total += 1
-            status = self.store.status(job.key)
-            if status == OK:
-                summary.already_done += 1
-            elif status == FAILED and not retry_failed:
-                summary.skipped_failed += 1
-            else:
-                pending.append(job)
+        pending = due_jobs(self.store, jobs, summary, retry_failed=retry_failed)
         started = time.monotonic()
         progress = Progress(
             TextColumn("[bold]{task.description}"),

@@ -109,7 +109,7 @@ class Proportion:
         return None if self.ci_low is None or self.ci_high is None else [self.ci_low, self.ci_high]
 
     def to_dict(self) -> dict[str, float | int | None]:
-        """The SPEC keys: k, n, rate, ci_low, ci_high."""
+        """The report keys: k, n, rate, ci_low, ci_high (held stable by ``tests/test_cli_contract.py``)."""
         data = asdict(self)
         data.pop("confidence")
         return data

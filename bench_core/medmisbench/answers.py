@@ -101,10 +101,6 @@ def _json_answer(text: str, options: Mapping[str, str]) -> ParsedAnswer | None:
     return None
 
 
-def _numeric(options: Mapping[str, str]) -> bool:
-    return all(label.isdigit() for label in options)
-
-
 def _label_pattern(options: Mapping[str, str]) -> str:
     labels = sorted(options, key=len, reverse=True)
     return "|".join(re.escape(label) for label in labels)

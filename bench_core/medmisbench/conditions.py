@@ -3,7 +3,7 @@
 ``clean`` shows the question only, ``type1`` the one misleading sentence of the item's stored
 Type 1 target, ``type2`` the whole bundle (truthful gold sentence plus every misleading one).
 Each has a ``_defensive`` variant that adds the warning of the prompt template. Names are the
-condition keys of results and of the report JSON (SPEC 3), so they are defined here once.
+condition keys of results and of the report JSON (docs/methods.md, "Conditions"), so they are defined here once.
 """
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ Label = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, ma
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 Reading = Literal["medrev", "authors"]
 
-# Evaluation protocols (SPEC 1.2): ``authors`` reproduces the authors' notebook (its row reading,
-# accounting and answer reading), ``strict`` is medrev's own. An item records the reading it was made
-# with, so a run directory's items say which protocol its results follow (items saved before
-# protocols existed were read the medrev way: ``strict``).
+# Evaluation protocols (docs/methods.md, "The two protocols"): ``authors`` reproduces the authors'
+# notebook (its row reading, accounting and answer reading), ``strict`` is medrev's own. An item
+# records the reading it was made with, so a run directory's items say which protocol its results
+# follow (items saved before protocols existed were read the medrev way: ``strict``).
 PROTOCOLS = ("authors", "strict")
 DEFAULT_PROTOCOL = "authors"
 
@@ -137,7 +137,7 @@ class MCQItem(BaseModel):
     label whose option cell was a placeholder, a sentence for a dropped option. ``raw_question`` is
     the stem exactly as the notebook puts it in the prompt (unstripped) when it differs from
     ``question``; ``type1_target`` is the Type 1 target stored with the benchmark, when the file
-    has one (SPEC 1.2: chosen once, the same for every model).
+    has one (chosen once, the same for every model: docs/methods.md, "Conditions").
     """
 
     model_config = ConfigDict(frozen=True)
@@ -220,7 +220,7 @@ class MCQItem(BaseModel):
         return self.injection.provenance if self.injection else None
 
     def usable_bundle_problem(self) -> str | None:
-        """Why this item's bundle cannot be delivered (SPEC 1.2), or None when it can.
+        """Why this item's bundle cannot be delivered, or None when it can.
 
         An item is usable when every wrong option has a non-empty misleading sentence.
         """

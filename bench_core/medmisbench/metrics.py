@@ -1,6 +1,6 @@
 """MedMisBench metrics: accuracy per condition, ASR, TASR, strata, pooled and mean across models.
 
-Definitions (SPEC 1.2, paper section 4.1):
+Definitions (paper section 4.1; docs/methods.md, "MedMisBench metrics"):
 - accuracy: correct / answered, per condition; an unparseable answer is incorrect and counted in
   ``n_unparseable``; calls that failed (no answer at all) are counted in ``n_failed`` and, under the
   ``strict`` protocol, are not in ``n``; under ``authors`` (the notebook's accounting, where a
@@ -151,9 +151,9 @@ def _request_of(manifests: Sequence[dict[str, Any]], config: str) -> dict[str, A
 
 
 def medmisbench_report(data: RunData) -> dict[str, Any]:
-    """The report object of one run directory, with the keys of SPEC section 3 (and a few more).
+    """The report object of one run directory, with the keys of docs/methods.md ("Definitions").
 
-    Beyond SPEC 3: ``protocol`` (the directory's), per model ``template``, ``protocol`` and
+    Beyond those: ``protocol`` (the directory's), per model ``template``, ``protocol`` and
     ``request`` (the settings its requests carried), ``mean`` across models, item counts, and ``warnings``:
     each item of ``items.jsonl`` that medrev's own reading refuses (file, line, field and why), which the
     authors' protocol evaluates all the same.

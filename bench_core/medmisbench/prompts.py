@@ -27,7 +27,9 @@ settings per kind of endpoint ("request profile"). Templates are frozen and keye
   Kept selectable by id; its requests and config hash are unchanged.
 
 More templates can be loaded from a JSON file (``load_template_file``): an object, or a list of
-objects, with the fields of ``DeliveryTemplate``.
+objects, with the fields of ``DeliveryTemplate``. Request profiles and ``RequestSettings`` are in
+``bench_core.medmisbench.request_settings`` (``check_profile`` and ``request_profile`` are re-exported
+here); ``resolve_request`` stays here because it reads a template's request entries.
 """
 
 from __future__ import annotations
@@ -38,12 +40,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from bench_core.medmisbench.conditions import Condition, context_sentences
 from bench_core.medmisbench.items import MCQItem
+from bench_core.medmisbench.request_settings import GEMINI_HARM_CATEGORIES, PROFILES, THINKING_SWITCHES, RequestSettings
+from bench_core.medmisbench.request_settings import check_profile as check_profile
+from bench_core.medmisbench.request_settings import request_profile as request_profile
 
-PROFILES = ("openai", "openai-reasoning", "openai-compatible", "anthropic", "google")
 ANY_PROFILE = "*"
 USER_FIELDS = frozenset({"question", "options", "labels"})
 CONTEXT_FIELDS = USER_FIELDS | {"context"}
@@ -67,13 +70,6 @@ REQUEST_KEYS = frozenset(
         "extra",
     }
 )
-GEMINI_HARM_CATEGORIES = (
-    "HARM_CATEGORY_HATE_SPEECH",
-    "HARM_CATEGORY_HARASSMENT",
-    "HARM_CATEGORY_SEXUALLY_EXPLICIT",
-    "HARM_CATEGORY_DANGEROUS_CONTENT",
-)
-THINKING_SWITCHES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -177,77 +173,6 @@ class DeliveryTemplate:
             messages.append({"role": "system", "content": self.system})
         messages.append({"role": "user", "content": user})
         return tuple(messages)
-
-
-# -- request settings ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RequestSettings:
-    """The decoding settings of a run's requests, resolved for its template, profile and model.
-
-    ``temperature``, ``max_tokens`` and ``reasoning_effort`` are what the run records (the effective
-    values); ``send_reasoning_effort`` is False when the effort travels in ``extra`` instead (Claude's
-    ``output_config``, Gemini's ``thinking_config``). ``extra`` is merged into the provider's request
-    as ``ChatRequest.extra``.
-    """
-
-    profile: str | None
-    temperature: float | None
-    max_tokens: int | None
-    reasoning_effort: str | None
-    max_tokens_param: str | None = None
-    response_format: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    send_reasoning_effort: bool = True
-
-    def hashed(self) -> dict[str, Any]:
-        """The settings beyond temperature, token cap and effort, for the config hash (only those set)."""
-        out: dict[str, Any] = {}
-        if self.profile is not None:
-            out["profile"] = self.profile
-        if self.max_tokens_param is not None:
-            out["max_tokens_param"] = self.max_tokens_param
-        if self.response_format is not None:
-            out["response_format"] = self.response_format
-        if self.extra:
-            out["extra"] = self.extra
-        return out
-
-    def describe(self) -> dict[str, Any]:
-        """Everything sent besides the messages, for manifests and reports."""
-        return {
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "reasoning_effort": self.reasoning_effort,
-            **self.hashed(),
-        }
-
-
-def request_profile(provider: str, base_url: str | None, model: str) -> str:
-    """The request profile of an endpoint, as the authors' notebook tells its providers apart.
-
-    ``anthropic`` and ``google`` by provider; for the OpenAI provider, ``api.openai.com`` is
-    ``openai`` or, for model ids starting gpt-5, o1, o3, o4 or o5, ``openai-reasoning``; any other
-    server (SGLang, vLLM, Ollama ...) is ``openai-compatible``.
-    """
-    if provider in ("anthropic", "google"):
-        return provider
-    host = (urlsplit(base_url or "").hostname or "").lower()
-    if host == "api.openai.com":
-        return "openai-reasoning" if model.startswith(("gpt-5", "o1", "o3", "o4", "o5")) else "openai"
-    return "openai-compatible"
-
-
-def check_profile(provider: str, profile: str) -> None:
-    """Refuse a request profile that the provider's adapter cannot send (e.g. ``google`` settings to OpenAI)."""
-    allowed = {"anthropic": ("anthropic",), "google": ("google",)}.get(
-        provider, ("openai", "openai-reasoning", "openai-compatible")
-    )
-    if profile not in allowed:
-        raise ValueError(
-            f"--request-profile {profile} does not fit --provider {provider}; use one of {', '.join(allowed)} (or auto)"
-        )
 
 
 def resolve_request(

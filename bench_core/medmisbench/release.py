@@ -4,7 +4,7 @@ One JSONL file per subset, with the columns of the public release: ``id``, ``que
 ``answer``, ``opa``..``opm``, ``injecta``..``injectm``, ``injection_provenance`` and
 ``injection_content`` in the release's spellings (``taxonomy.RELEASE_SPELLINGS``), plus
 ``type1_target`` (the item's Type 1 target: its stored one, else drawn once from the seed, so the
-benchmark carries the target every model is given; SPEC 1.2) and the bundle's
+benchmark carries the target every model is given; docs/methods.md, "Conditions") and the bundle's
 ``generator_model``, ``prompt_version``, ``difficulty`` and ``mislead_score`` when set (extra
 columns: the review importer, the report and ``bench run`` read them). Items with letter labels
 are written with a letter answer, each option in the column of its letter (A in ``opa``, C in

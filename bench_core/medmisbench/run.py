@@ -6,12 +6,13 @@ settings, prompt template, seed; never an API key) and ``results.jsonl`` (the ru
 Keeping the items beside the results makes the directory self-contained: the report and the
 review app's importer need nothing else (``read_run``).
 
-Protocols (SPEC 1.2): under ``strict`` (medrev's rules) items whose bundle is unusable are skipped
-from every condition, including clean, so all conditions are computed on the same items; under
-``authors`` every item the authors' notebook reads is evaluated under every condition (without
-sentences to deliver, an injected condition sends the clean prompt, as theirs does), answers are
-read the notebook's way and failed calls count as wrong (``metrics``). The protocol is the items'
-reading (``MCQItem.reading``), saved in ``items.jsonl``: a directory holds one protocol.
+Protocols (docs/methods.md, "The two protocols"): under ``strict`` (medrev's rules) items whose
+bundle is unusable are skipped from every condition, including clean, so all conditions are computed
+on the same items; under ``authors`` every item the authors' notebook reads is evaluated under every
+condition (without sentences to deliver, an injected condition sends the clean prompt, as theirs
+does), answers are read the notebook's way and failed calls count as wrong (``metrics``). The
+protocol is the items' reading (``MCQItem.reading``), saved in ``items.jsonl``: a directory holds
+one protocol.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from bench_core.kernel.rundir import (
     append_manifest,
     merge_or_refuse,
     read_jsonl,
-    read_jsonl_numbered,
     rows_of,
+    saved_rows,
 )
 from bench_core.kernel.runner import Job
 from bench_core.kernel.store import ResultKey, ResultStore
@@ -125,7 +126,7 @@ class EvalSettings(HashedSettings):
     The first five are the settings of run directories made before protocols and request profiles
     existed; the others join ``as_dict`` (and so the config hash) only when set, so an earlier
     command with the earlier template keeps its hash. ``request`` holds what
-    ``prompts.RequestSettings.hashed`` gives (profile, token field, response format, extra body).
+    ``request_settings.RequestSettings.hashed`` gives (profile, token field, response format, extra body).
     ``send_reasoning_effort`` False: the effort travels in the request's ``extra`` (not hashed apart).
     """
 
@@ -166,10 +167,8 @@ class EvalSettings(HashedSettings):
         }
 
     @classmethod
-    def of(
-        cls, request: Any, *, template_id: str, seed: int = DEFAULT_SEED, protocol: str = "strict"
-    ) -> EvalSettings:
-        """The settings of a run from its resolved ``prompts.RequestSettings``."""
+    def of(cls, request: Any, *, template_id: str, seed: int = DEFAULT_SEED, protocol: str = "strict") -> EvalSettings:
+        """The settings of a run from its resolved ``request_settings.RequestSettings``."""
         return cls(
             temperature=request.temperature,
             max_tokens=request.max_tokens,
@@ -321,11 +320,7 @@ def is_run_dir(path: Path) -> bool:
 
 def load_run_items(run_dir: str | Path) -> list[PreparedItem]:
     """The items saved in a run directory, in saved order, with their targets and skip reasons."""
-    run_dir = Path(run_dir)
-    if not (run_dir / ITEMS_FILE).is_file():
-        raise RunDirError(f"{run_dir} is not a MedMisBench run directory (no {ITEMS_FILE})")
-    path = run_dir / ITEMS_FILE
-    numbered = read_jsonl_numbered(path)
+    path, numbered = saved_rows(run_dir, ITEMS_FILE, "MedMisBench", RunDirError)
     items = rows_of(
         path,
         numbered,

@@ -1,4 +1,7 @@
-"""Retracted-paper contamination metrics (SPEC 1.5; seed paper section 4.3), from per-item judge labels.
+"""Retracted-paper contamination metrics (seed paper section 4.3), from per-item judge labels.
+
+The same definitions, with their validation, are in docs/methods.md ("Retracted-paper benchmark
+metrics").
 
 For the N scored items with scores s_i in {1 polluted, 0 neutral, -1 recognized}:
 
@@ -38,7 +41,7 @@ METRIC_KEYS = (
 
 
 def metrics_from_counts(recognized: int, neutral: int, polluted: int, flagged: int = 0) -> dict[str, Any]:
-    """The SPEC 3 block for one model from its counts (rates are fractions; undefined ones are None)."""
+    """The report block for one model from its counts (rates are fractions; undefined ones are None)."""
     if min(recognized, neutral, polluted, flagged) < 0:
         raise ValueError("counts must be non-negative")
     n = recognized + neutral + polluted
@@ -72,12 +75,12 @@ def metrics_from_labels(scores: Iterable[int | None]) -> dict[str, Any]:
 
 
 def trojan_report(data: Any) -> dict[str, Any]:
-    """The ``bench report --json`` object of a Trojan run directory (``bench_core.trojan.run.TrojanRunData``).
+    """The ``bench report --json`` object of a Trojan run directory (``bench_core.trojan.traces.TrojanRunData``).
 
-    Per model: the SPEC 3 keys, ``n_failed`` (Stage A or judge call failed, or not judged yet), the
+    Per model: the report keys above, ``n_failed`` (Stage A or judge call failed, or not judged yet), the
     judge model(s), and ``items`` (record id, score, status) from which every number recomputes.
     """
-    from bench_core.trojan.run import BENCHMARK
+    from bench_core.trojan.run_files import BENCHMARK
 
     models: dict[str, Any] = {}
     grouped: dict[str, list[Any]] = {}

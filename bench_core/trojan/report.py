@@ -11,7 +11,8 @@ from typing import Any
 from bench_core.kernel.report_files import ReportWriter, latex_table
 from bench_core.kernel.rundir import RunDesign
 from bench_core.trojan.metrics import trojan_report
-from bench_core.trojan.run import BENCHMARK, is_run_dir, read_run_data
+from bench_core.trojan.run_files import BENCHMARK, is_run_dir
+from bench_core.trojan.traces import read_run_data
 
 COLUMNS = (
     "model",
@@ -52,18 +53,8 @@ def results_rows(report: dict[str, Any]) -> list[list[str]]:
     ]
 
 
-HEADER = [
-    "model",
-    "normalized_score",
-    "polluted_rate",
-    "antipollution_rate",
-    "recognized",
-    "neutral",
-    "polluted",
-    "total",
-    "flagged",
-    "failed",
-]
+# the LaTeX table's columns: the CSV's first seven, then the counts under the paper's shorter names
+HEADER = [*COLUMNS[:7], "total", "flagged", "failed"]
 
 
 def metric_rows(report: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -32,6 +32,9 @@ Choices that change the numbers, made once here:
   with ordinal weights" is a different coefficient and is not used.
 * **Percent agreement** is exact (unweighted) pairwise agreement averaged over units; the weighted
   version that enters AC2 is ``pa_weighted``.
+
+The per-unit counts are read from the ratings in :mod:`review_app.analysis.agreement_counts`; the
+results are :mod:`review_app.analysis.agreement_result`; ``docs/methods.md`` gives the formulas.
 """
 
 from __future__ import annotations
@@ -39,200 +42,27 @@ from __future__ import annotations
 import math
 import warnings as _warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import krippendorff
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from review_app.analysis.agreement_counts import DEFAULT_CATEGORIES, unit_counts
+from review_app.analysis.agreement_result import AgreementReport, AgreementResult, _label
 from review_app.analysis.layout import (
     DEFAULT_COLUMNS,
     AnalysisInputError,
     AnnotationColumns,
     RowOffset,
-    numeric_scores,
     require_columns,
     select_rubric,
-    where,
 )
 from review_app.rubrics import Rubric, get_rubric
 
 WEIGHT_SCHEMES: tuple[str, ...] = ("ordinal", "linear", "quadratic", "identity")
-DEFAULT_CATEGORIES: tuple[int, ...] = (0, 1, 2)
 BINARY_CATEGORIES: tuple[int, ...] = (0, 1)
-
-
-@dataclass(frozen=True)
-class AgreementResult:
-    """Agreement on one score (a rubric dimension or a binary outcome) across the analysed units."""
-
-    score: str
-    weights: str
-    categories: tuple[float, ...]
-    n_units: int
-    n_raters: int
-    n_ratings: int
-    coefficient: float | None
-    se: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    pa_weighted: float | None
-    pe: float | None
-    percent_agreement: float | None
-    alpha_ordinal: float | None
-    category_counts: dict[float, int]
-    bootstrap_ci: tuple[float, float] | None = None
-    n_boot: int = 0
-    confidence: float = 0.95
-    warnings: tuple[str, ...] = ()
-    min_ratings: int = 2
-    n_units_dropped: int = 0
-
-    @property
-    def coefficient_name(self) -> str:
-        """AC1 with identity weights (unweighted), AC2 otherwise, as Gwet names them."""
-        return "AC1" if self.weights == "identity" else "AC2"
-
-    def to_dict(self) -> dict[str, object]:
-        """The SPEC keys of ``medrev stats agreement --json`` (plus added ones).
-
-        With identity weights the coefficient is under ``ac1``; its SE and CI stay under the
-        ``ac2_*`` names the contract lists and are repeated under ``ac1_*``.
-        """
-        key = self.coefficient_name.lower()
-        data: dict[str, object] = {
-            "n_units": self.n_units,
-            "n_raters": self.n_raters,
-            key: self.coefficient,
-            "ac2_se": self.se,
-            "ac2_ci_low": self.ci_low,
-            "ac2_ci_high": self.ci_high,
-            "percent_agreement": self.percent_agreement,
-            "alpha_ordinal": self.alpha_ordinal,
-            "category_counts": {_label(c): n for c, n in self.category_counts.items()},
-            "min_ratings": self.min_ratings,
-            "n_units_dropped": self.n_units_dropped,
-        }
-        if key == "ac1":
-            data.update(ac1_se=self.se, ac1_ci_low=self.ci_low, ac1_ci_high=self.ci_high)
-        data.update(
-            score=self.score,
-            coefficient_name=self.coefficient_name,
-            weights=self.weights,
-            categories=[_number(c) for c in self.categories],
-            n_ratings=self.n_ratings,
-            p_value=self.p_value,
-            pa_weighted=self.pa_weighted,
-            pe=self.pe,
-            confidence=self.confidence,
-            bootstrap_ci=list(self.bootstrap_ci) if self.bootstrap_ci else None,
-            n_boot=self.n_boot,
-            warnings=list(self.warnings),
-        )
-        return data
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row, indexed by the score name."""
-        row = {
-            "coefficient_name": self.coefficient_name,
-            "weights": self.weights,
-            "min_ratings": self.min_ratings,
-            "n_units": self.n_units,
-            "n_units_dropped": self.n_units_dropped,
-            "n_raters": self.n_raters,
-            "n_ratings": self.n_ratings,
-            "coefficient": self.coefficient,
-            "se": self.se,
-            "ci_low": self.ci_low,
-            "ci_high": self.ci_high,
-            "boot_ci_low": self.bootstrap_ci[0] if self.bootstrap_ci else None,
-            "boot_ci_high": self.bootstrap_ci[1] if self.bootstrap_ci else None,
-            "percent_agreement": self.percent_agreement,
-            "alpha_ordinal": self.alpha_ordinal,
-        }
-        for category, count in self.category_counts.items():
-            row[f"n_score_{_label(category)}"] = count
-        return pd.DataFrame([row], index=pd.Index([self.score], name="score"))
-
-    def summary(self) -> str:
-        level = round(self.confidence * 100)
-        if self.coefficient is None:
-            head = f"{self.score}: {self.coefficient_name} undefined"
-        else:
-            ci = "" if self.ci_low is None else f" ({level}% CI {self.ci_low:.3f} to {self.ci_high:.3f})"
-            head = f"{self.score}: {self.coefficient_name} ({self.weights}) = {self.coefficient:.3f}{ci}"
-        parts = [
-            head,
-            f"{self.n_units} units with >= {self.min_ratings} rating(s) ({self.n_units_dropped} with fewer set aside), "
-            f"{self.n_raters} raters",
-        ]
-        if self.percent_agreement is not None:
-            parts.append(f"agreement {self.percent_agreement * 100:.1f}%")
-        if self.alpha_ordinal is not None:
-            parts.append(f"ordinal alpha {self.alpha_ordinal:.3f}")
-        usage = ", ".join(f"{_label(c)}: {n}" for c, n in self.category_counts.items())
-        text = "; ".join(parts) + f"; scores used {usage}"
-        if self.warnings:
-            text += "".join(f"\n  warning: {w}" for w in self.warnings)
-        return text
-
-    def __str__(self) -> str:
-        return self.summary()
-
-
-@dataclass(frozen=True)
-class AgreementReport:
-    """Agreement for several scores of one rubric (dimensions and binary outcomes)."""
-
-    rubric: str
-    results: tuple[AgreementResult, ...]
-    extra: dict[str, object] = field(default_factory=dict)
-
-    def __getitem__(self, score: str) -> AgreementResult:
-        for result in self.results:
-            if result.score == score:
-                return result
-        raise KeyError(f"no agreement result for {score!r}; scores: {', '.join(r.score for r in self.results)}")
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per score (rows built one by one: concatenating frames with all-missing bootstrap
-        columns is deprecated in pandas and would change dtypes).
-
-        The columns are the union over the scores, score counts in category order: dimensions of one
-        rubric can have different scales (the judge audit's label is -1/0/1, its confidence 0/1/2), and
-        taking the first score's columns would drop a category only a later score has (confidence 2).
-        """
-        if not self.results:
-            return pd.DataFrame()
-        frames = [r.to_frame() for r in self.results]
-        rows = [frame.iloc[0] for frame in frames]
-        columns = [c for c in frames[0].columns if not c.startswith("n_score_")]
-        categories = sorted({c for r in self.results for c in r.category_counts})
-        columns += [f"n_score_{_label(c)}" for c in categories]
-        out = pd.DataFrame(rows, columns=columns)
-        out.index.name = frames[0].index.name
-        return out
-
-    def to_dict(self) -> dict[str, object]:
-        return {"rubric": self.rubric, "scores": {r.score: r.to_dict() for r in self.results}}
-
-    def summary(self) -> str:
-        lines = [f"Agreement, rubric {self.rubric}"]
-        lines.extend("  " + r.summary().replace("\n", "\n  ") for r in self.results)
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.summary()
-
-
-def _number(value: float) -> float | int:
-    return int(value) if float(value).is_integer() else float(value)
-
-
-def _label(value: float) -> str:
-    return str(_number(value))
 
 
 def weight_matrix(categories: Sequence[float], weights: str) -> np.ndarray:
@@ -258,137 +88,6 @@ def weight_matrix(categories: Sequence[float], weights: str) -> np.ndarray:
     span = values.max() - values.min()
     distance = np.abs(values[:, None] - values[None, :]) / span
     return 1 - distance if weights == "linear" else 1 - distance**2
-
-
-def ratings_matrix(
-    data: pd.DataFrame,
-    unit: str,
-    rater: str,
-    score: str,
-    *,
-    categories: Sequence[float] = DEFAULT_CATEGORIES,
-    row_offset: RowOffset = 0,
-) -> pd.DataFrame:
-    """Units x raters table of scores (NaN where a rater did not rate a unit).
-
-    Refuses non-numeric scores, scores outside ``categories`` and a rater scoring one unit twice
-    (the export holds only the annotation revision in force, so a duplicate is a data error).
-    """
-    require_columns(data, [unit, rater, score], what="agreement input")
-    values = numeric_scores(data, score, allowed=categories, row_offset=row_offset)
-    long = pd.DataFrame({"unit": data[unit].to_numpy(), "rater": data[rater].to_numpy(), "score": values.to_numpy()})
-    long = long.loc[long["score"].notna()]  # the index stays the frame position, for messages naming the line
-    units, raters = long["unit"].to_numpy(), long["rater"].to_numpy()
-    _refuse_missing_ids(units, raters, long.index.to_numpy(), unit, rater, score, row_offset)
-    repeated = long.duplicated(["unit", "rater"], keep="first").to_numpy()
-    if repeated.any():
-        again = int(np.flatnonzero(repeated)[0])
-        first = int(np.flatnonzero((units == units[again]) & (raters == raters[again]))[0])
-        positions = long.index.to_numpy()
-        raise _duplicate_error(raters[again], units[again], score, int(positions[first]), int(positions[again]),
-                               row_offset)  # fmt: skip
-    return long.pivot(index="unit", columns="rater", values="score")
-
-
-def _refuse_missing_ids(
-    units: np.ndarray,
-    raters: np.ndarray,
-    positions: np.ndarray,
-    unit: str,
-    rater: str,
-    score: str,
-    row_offset: RowOffset,
-) -> None:
-    """Refuse a scored row without a unit or a rater, naming its line (or frame row) and the empty column."""
-    for column, values in ((unit, units), (rater, raters)):
-        missing = pd.isna(values)
-        if missing.any():
-            first = int(np.flatnonzero(missing)[0])
-            raise AnalysisInputError(
-                f"column {column!r}: {where(int(positions[first]), row_offset)} has a score in {score!r} but no "
-                f"{column!r} ({int(missing.sum())} such row(s) in all); every scored row needs a unit ({unit!r}) "
-                f"and a rater ({rater!r})"
-            )
-
-
-def _duplicate_error(
-    who: object, what: object, score: str, first: int, again: int, row_offset: RowOffset
-) -> AnalysisInputError:
-    who, what = (x.item() if isinstance(x, np.generic) else x for x in (who, what))
-    return AnalysisInputError(
-        f"column {score!r}: {where(again, row_offset)}: rater {who!r} scored unit {what!r} more than once "
-        f"(first at {where(first, row_offset)}); keep one annotation (the revision in force) per rater and unit"
-    )
-
-
-@dataclass(frozen=True)
-class UnitCounts:
-    """Per-unit category counts of one score: the only input the coefficients need.
-
-    ``counts`` is units x categories (int64), units in sorted order (the order of
-    :func:`ratings_matrix`'s rows); memory is linear in the number of units, whatever the number of
-    raters, unlike the units x raters table (1,000 raters made that table, and Krippendorff's
-    units x raters x values indicator, gigabytes).
-    """
-
-    units: np.ndarray
-    counts: np.ndarray
-    n_raters: int
-    n_units_dropped: int
-
-
-def unit_counts(
-    data: pd.DataFrame,
-    unit: str,
-    rater: str,
-    score: str,
-    *,
-    categories: Sequence[float] = DEFAULT_CATEGORIES,
-    min_ratings: int = 1,
-    row_offset: RowOffset = 0,
-) -> UnitCounts:
-    """Units rated at least ``min_ratings`` times and how many raters put each in each category.
-
-    The same checks as :func:`ratings_matrix` (numeric scores within ``categories``, one rating per
-    rater and unit), done on the long rows, so nothing of size units x raters is ever built.
-    """
-    categories = tuple(sorted(float(c) for c in categories))
-    require_columns(data, [unit, rater, score], what="agreement input")
-    values = numeric_scores(data, score, allowed=categories, row_offset=row_offset).to_numpy(dtype=float)
-    keep = ~np.isnan(values)
-    units = data[unit].to_numpy()[keep]
-    raters = data[rater].to_numpy()[keep]
-    values = values[keep]
-    if pd.isna(units).any() or pd.isna(raters).any():
-        _refuse_missing_ids(units, raters, np.flatnonzero(keep), unit, rater, score, row_offset)
-    if units.dtype.kind in "iu":  # task ids: sorting the ids is cheaper than hashing then sorting them
-        unit_index, unit_codes = np.unique(units, return_inverse=True)
-    else:
-        unit_codes, unit_index = pd.factorize(units, sort=True)
-    rater_codes, _ = pd.factorize(raters)
-    pairs = pd.DataFrame({"unit": unit_codes, "rater": rater_codes})
-    repeated = pairs.duplicated(keep="first").to_numpy()
-    if repeated.any():
-        again = int(np.flatnonzero(repeated)[0])
-        first = int(np.flatnonzero((unit_codes == unit_codes[again]) & (rater_codes == rater_codes[again]))[0])
-        positions = np.flatnonzero(keep)
-        raise _duplicate_error(
-            raters[again], units[again], score, int(positions[first]), int(positions[again]), row_offset
-        )
-    q = len(categories)
-    category_codes = np.searchsorted(np.asarray(categories), values)
-    counts = np.bincount(unit_codes * q + category_codes, minlength=len(unit_index) * q).reshape(-1, q)
-    rated = counts.sum(axis=1)
-    kept = rated >= min_ratings
-    n_dropped = int(((rated >= 1) & ~kept).sum())
-    n_raters = int(np.unique(rater_codes[kept[unit_codes]]).size) if len(unit_codes) else 0
-    return UnitCounts(np.asarray(unit_index)[kept], counts[kept].astype(np.int64), n_raters, n_dropped)
-
-
-def category_counts(matrix: pd.DataFrame, categories: Sequence[float]) -> np.ndarray:
-    """Units x categories: how many raters put each unit in each category."""
-    values = matrix.to_numpy(dtype=float)
-    return np.stack([(values == c).sum(axis=1) for c in categories], axis=1).astype(float)
 
 
 def gwet_coefficient(counts: np.ndarray, weights: np.ndarray, unit_weights: np.ndarray | None = None) -> float:

@@ -15,13 +15,13 @@ immutable flag, a read-only mount) still serves reads; a write session on it rai
 The process-wide engine cache and the migration on first use live in ``db.connect``.
 
 SQLite checkpoints (copying the write-ahead log into the database file) run by default in the
-connection whose commit takes the log past 1,000 pages, during that commit. In the app that was a
-reviewer's submit: at panel scale one submit in about 25 took 8-12 ms longer (the 13-17 ms tail of
-submit-to-next, and most of its run-to-run spread). With ``MEDREV_SQLITE_CHECKPOINTS=background``
-(``medrev app`` sets it) a thread of the process runs a passive checkpoint every
-``CHECKPOINT_EVERY_S`` instead: SQLite does the copying without Python's lock and without waiting
-for any reader or writer, and commits checkpoint themselves only past ``BACKGROUND_AUTOCHECKPOINT_PAGES``
-(a bound on the log should the thread fall behind, e.g. behind a long read holding an old snapshot).
+connection whose commit takes the log past 1,000 pages, during that commit. In the app that is
+usually a reviewer's submit, which then waits for the copy (the tail of submit-to-next). With
+``MEDREV_SQLITE_CHECKPOINTS=background`` (``medrev app`` sets it) a thread of the process runs a
+passive checkpoint every ``CHECKPOINT_EVERY_S`` instead: SQLite does the copying without Python's
+lock and without waiting for any reader or writer, and commits checkpoint themselves only past
+``BACKGROUND_AUTOCHECKPOINT_PAGES`` (a bound on the log should the thread fall behind, e.g. behind a
+long read holding an old snapshot).
 """
 
 from __future__ import annotations

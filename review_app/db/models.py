@@ -1,4 +1,4 @@
-"""SQLModel tables of a review study (SPEC 2.1).
+"""SQLModel tables of a review study (docs/architecture.md, "The database layer").
 
 Two rules shape this schema:
 - Nothing a reviewer submits is ever overwritten. Annotations are append-only revisions (the one

@@ -1,53 +1,33 @@
-"""Reviewer accounts: profiles, roles, argon2 password hashes, sign-in with throttling.
+"""Reviewer accounts: profiles, roles, activation and passwords, with the rules of who may change whom.
 
 No plaintext password is ever stored, logged, audited or exported: audit events record that a
 password changed, never its value or hash.
 
-Role rules (SPEC 2.7), checked here whatever the page offered: a reviewer manages no account; a
-lead creates reviewers and alters, deactivates or resets the password of the reviewers of their
-own studies (enrolled in a study they lead, or created by them); only an admin creates, alters,
-deactivates or resets the password of a lead or an admin; nobody grants a role above their own;
-nobody deactivates their own account or changes their own role. A password, role or status change
-raises the account's ``session_version``, which ends its open sessions at their next action.
-
-Sign-in never stalls the panel: argon2 runs outside every database transaction, on a small pool
-of low-priority worker threads; unknown usernames are verified against a dummy hash, so they cost
-the same as known ones; failed attempts are counted per username (existing or not) and per client
-address in short transactions after hashing, and the lock-out message is the same whether the
-account exists or not.
+Role rules (docs/security.md, "Roles and permissions"), checked here whatever the page offered: a
+reviewer manages no account; a lead creates reviewers and alters, deactivates or resets the password
+of the reviewers of their own studies (enrolled in a study they lead, or created by them); only an
+admin creates, alters, deactivates or resets the password of a lead or an admin; nobody grants a role
+above their own; nobody deactivates their own account or changes their own role. A password, role
+or status change raises the account's ``session_version``, which ends its open sessions at their
+next action. Signing in and hashing passwords are :mod:`review_app.services.authentication`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import sys
-import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 from pydantic import BaseModel, ConfigDict, EmailStr, Field, ValidationError, field_validator
-from sqlalchemy import Engine, delete, func, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine, delete, func
 from sqlmodel import Session, select
 
-from review_app.config import get_settings
-from review_app.db.engine import is_sqlite, read_only_reason, read_session, write_session
-from review_app.db.models import ROLES, Reviewer, SigninThrottle, utcnow
+from review_app.db.engine import read_session, write_session
+from review_app.db.models import ROLES, Reviewer, SigninThrottle
 from review_app.services import audit
 from review_app.services.actors import ROLE_RANK, Actor, acting_user, lead_manages
-from review_app.services.errors import AccountLocked, Conflict, InvalidInput, NotFound, PermissionDenied
+from review_app.services.authentication import hash_password, user_throttle_key
+from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 
-MIN_PASSWORD_LENGTH = 10
-MAX_WAITING_SIGNINS = 64  # beyond this many queued verifications, sign-ins are refused at once ("busy")
-_hasher = PasswordHasher()
-_DUMMY_HASH = _hasher.hash("medrev-timing-equaliser")
-T = TypeVar("T")
 _LANG = re.compile(r"^[a-z]{2,3}$")
 
 _USERNAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,63}$")
@@ -133,75 +113,6 @@ def new_profile(**fields: Any) -> UserProfile:
             shown = "" if found is None or repr(found) in message else f" (found {found!r})"
             problems.append(f"{field}: {message}{shown}")
         raise InvalidInput("; ".join(problems)) from None
-
-
-class SigninThrottled(AccountLocked):
-    """Too many failed sign-ins for a username or from an address; worded the same whether the account exists."""
-
-
-class SigninBusy(AccountLocked):
-    """More sign-ins are waiting for password verification than the server lets queue up."""
-
-
-# ---------------------------------------------------------------- password hashing, off the request threads
-
-
-def _lower_priority() -> None:
-    """Run this worker at a lower CPU priority, so a burst of sign-ins yields the processor to reviewers.
-
-    On Linux every thread has its own nice value (and argon2's lane threads inherit it); elsewhere
-    ``setpriority`` would address a process, so it is left alone.
-    """
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-
-
-_HASH_WORKERS = max(1, (os.cpu_count() or 2) // 2)
-_pool = ThreadPoolExecutor(max_workers=_HASH_WORKERS, thread_name_prefix="medrev-argon2", initializer=_lower_priority)
-_signin_slots = threading.BoundedSemaphore(_HASH_WORKERS)
-_queue_lock = threading.Lock()
-_queued = 0
-
-
-def _hashing(fn: Callable[..., T], *args) -> T:
-    """Run an argon2 call on the low-priority hashing pool and wait for it (never inside a transaction)."""
-    return _pool.submit(fn, *args).result()
-
-
-@contextlib.contextmanager
-def _signin_slot() -> Iterator[None]:
-    """Let sign-ins through as many at a time as there are hashing workers; the rest wait, idle.
-
-    Waiting threads hold neither a database connection nor the interpreter lock, so a flood of
-    attempts costs reviewers one sign-in's worth of work at a time. Beyond ``MAX_WAITING_SIGNINS``
-    waiting, a sign-in is refused at once instead of queueing.
-    """
-    global _queued
-    with _queue_lock:
-        if _queued >= MAX_WAITING_SIGNINS:
-            raise SigninBusy("the sign-in service is busy; try again in a minute")
-        _queued += 1
-    try:
-        with _signin_slots:
-            yield
-    finally:
-        with _queue_lock:
-            _queued -= 1
-
-
-def hash_password(password: str) -> str:
-    """An argon2id hash of ``password`` after checking the minimum length."""
-    if len(password) < MIN_PASSWORD_LENGTH:
-        raise InvalidInput(f"the password must have at least {MIN_PASSWORD_LENGTH} characters")
-    return _hashing(_hasher.hash, password)
-
-
-def _verify(password_hash: str, password: str) -> bool:
-    try:
-        return _hasher.verify(password_hash, password)
-    except (VerifyMismatchError, VerificationError, InvalidHashError):
-        return False
 
 
 # ---------------------------------------------------------------- role rules
@@ -374,7 +285,7 @@ def set_password(engine: Engine, username: str, password: str, *, actor: Actor) 
         user.password_hash = password_hash
         user.session_version += 1
         session.add(user)
-        session.execute(delete(SigninThrottle).where(SigninThrottle.key == _user_key(user.username)))
+        session.execute(delete(SigninThrottle).where(SigninThrottle.key == user_throttle_key(user.username)))
         audit.record(
             session, actor_id=me.id if me else None, action="user.password", entity="reviewer", entity_id=user.id
         )
@@ -402,117 +313,6 @@ def set_active(engine: Engine, username: str, active: bool, *, actor: Actor) -> 
             before={"active": before},
             after={"active": active},
         )
-
-
-# ---------------------------------------------------------------- sign-in
-
-
-def _user_key(username: str) -> str:
-    return f"user:{username[:150]}"
-
-
-def _address_key(client: str) -> str:
-    return f"addr:{client[:150]}"
-
-
-def _locked_message(minutes: float) -> str:
-    return (
-        f"sign-in is locked for about {max(1, round(minutes))} more minute(s) after too many failed attempts "
-        "with this username or from this network address"
-    )
-
-
-def authenticate(engine: Engine, username: str, password: str, *, client: str | None = None) -> Reviewer | None:
-    """The signed-in reviewer, or None for a wrong username or password.
-
-    ``client`` is the caller's network address (rate-limited separately from the username).
-    While a username or address is locked, ``SigninThrottled`` is raised without checking the
-    password, so guessing during the lock-out learns nothing. Hashing happens outside every
-    transaction; only the short bookkeeping afterwards writes.
-    """
-    with _signin_slot():
-        return _authenticate(engine, username, password, client)
-
-
-def _authenticate(engine: Engine, username: str, password: str, client: str | None) -> Reviewer | None:
-    settings = get_settings()
-    name = username.strip().lower()
-    limits = {_user_key(name): settings.lockout_attempts}
-    if client:
-        limits[_address_key(client)] = settings.lockout_address_attempts
-    now = utcnow()
-    with read_session(engine) as session:
-        throttles = session.exec(select(SigninThrottle).where(SigninThrottle.key.in_(list(limits)))).all()
-        user = session.exec(select(Reviewer).where(Reviewer.username == name)).first()
-    until = max((t.locked_until for t in throttles if t.locked_until and t.locked_until > now), default=None)
-    if until is not None:
-        raise SigninThrottled(_locked_message((until - now).total_seconds() / 60))
-    usable = user is not None and user.active and user.password_hash is not None
-    stored = user.password_hash if usable else _DUMMY_HASH
-    # A read-only database still lets everyone sign in; what it cannot keep (sign-in time, failure
-    # counts) is skipped, and a lock-out already recorded is still honoured above.
-    read_only = read_only_reason(engine) is not None
-    if _hashing(_verify, stored, password) and usable:
-        if read_only:
-            return user
-        rehashed = _hashing(_hasher.hash, password) if _hasher.check_needs_rehash(stored) else None
-        with write_session(engine) as session:
-            fresh = session.get(Reviewer, user.id)
-            if fresh is None or not fresh.active or fresh.password_hash != stored:
-                return None  # deactivated or given a new password while we were verifying
-            fresh.last_login_at = utcnow()
-            if rehashed is not None:
-                fresh.password_hash = rehashed
-            session.add(fresh)
-            session.execute(delete(SigninThrottle).where(SigninThrottle.key == _user_key(name)))
-            audit.record(session, actor_id=fresh.id, action="auth.sign_in", entity="reviewer", entity_id=fresh.id)
-            return fresh
-    if read_only:
-        return None
-    if _record_failure(engine, limits, user.id if user is not None else None):
-        raise SigninThrottled(_locked_message(settings.lockout_minutes))
-    return None
-
-
-def _record_failure(engine: Engine, limits: dict[str, int], user_id: int | None) -> bool:
-    """Count one failed attempt against every key (short transaction); True when this one locks a key."""
-    settings = get_settings()
-    window = timedelta(minutes=settings.lockout_minutes)
-    for attempt in range(3):
-        try:
-            with write_session(engine) as session:
-                if not is_sqlite(engine):
-                    # Counters of failures need not survive a crash of the database server; not waiting
-                    # for the WAL flush keeps a flood of failed sign-ins from queueing behind reviewers'
-                    # commits (SQLite in WAL mode with synchronous=NORMAL does not wait either).
-                    session.execute(text("SET LOCAL synchronous_commit TO OFF"))
-                now = utcnow()
-                locked = False
-                for key, limit in limits.items():
-                    row = session.get(SigninThrottle, key, with_for_update=True)
-                    if row is None:
-                        row = SigninThrottle(key=key, failures=0, window_started_at=now)
-                    if row.window_started_at + window <= now:
-                        row.failures, row.window_started_at = 0, now
-                    row.failures += 1
-                    if row.failures >= limit:
-                        row.locked_until = now + window
-                        row.failures, row.window_started_at = 0, now
-                        locked = True
-                    session.add(row)
-                if user_id is not None:
-                    audit.record(
-                        session,
-                        actor_id=None,
-                        action="auth.locked" if locked else "auth.failed",
-                        entity="reviewer",
-                        entity_id=user_id,
-                    )
-                return locked
-        except IntegrityError:  # another replica inserted the same key first (PostgreSQL); count again
-            if attempt == 2:
-                raise
-    return False
 
 
 # ---------------------------------------------------------------- reads

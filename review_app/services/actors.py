@@ -1,4 +1,7 @@
-"""Who is acting, re-read at every change, and the study-lead relation the role rules use (SPEC 2.7).
+"""Who is acting, re-read at every change, and the study-lead relation the role rules use.
+
+The role rules themselves are in docs/security.md ("Roles and permissions", "Enforcement in the
+services: actor=").
 
 Every service that changes an account, role, password, roster, study, enrolment or assignment takes
 an :class:`Actor` and calls :func:`acting_user` inside its own transaction, so the rules hold
@@ -52,6 +55,17 @@ def as_actor(value: Actor | Reviewer | int) -> Actor:
     if isinstance(value, Reviewer):
         return Actor(value.id)
     return Actor(int(value))
+
+
+def acting_actor(actor: Actor | Reviewer | int | None, account_id: int | None) -> Actor:
+    """The actor of a call that also accepts an older id keyword (``lead_id=``, ``actor_id=``).
+
+    Either spelling names the acting account; passing neither is a programming error, so it raises
+    ``TypeError`` rather than quietly acting as the system.
+    """
+    if actor is None and account_id is None:
+        raise TypeError("pass actor= (the signed-in user, or actors.SYSTEM on the command line)")
+    return as_actor(actor if actor is not None else account_id)
 
 
 def acting_user(session: Session, actor: Actor | int, *, roles: tuple[str, ...] | None = None) -> Reviewer | None:

@@ -7,8 +7,8 @@ all read it, so what a lead sees on screen and what a paper reports cannot drift
 Rules, made once here:
 
 * **In force** means the highest revision of each assignment. A withdrawn assignment's submitted
-  work counts (SPEC 2.3: a reviewer who leaves keeps their submitted annotations); an assignment
-  that was never submitted has no annotation and no row.
+  work counts (a reviewer who leaves keeps their submitted annotations); an assignment that was
+  never submitted has no annotation and no row.
 * **Pseudonyms** R01, R02, ... are numbered in the order reviewers first received work in the
   study (their first assignment), so a reviewer keeps their pseudonym when others join later and
   every page and export of the study uses the same one. Adjudicators get L01, L02, ... in the order
@@ -22,6 +22,9 @@ Rules, made once here:
   exports, as the lead decided (:func:`excluded_tasks`).
 * **Scores** are one float column per rubric dimension (0/1/2, or -1/0/1 for the judge label),
   NaN where the row's rubric lacks the dimension; **flags** are joined with ``;``.
+
+The frame's columns are docs/data-formats.md's ``raw_annotations``; the fast reads and column-wise
+conversions it is built with are :mod:`review_app.services.annotation_columns`.
 """
 
 from __future__ import annotations
@@ -32,27 +35,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import (
-    ARRAY,
-    BigInteger,
-    Connection,
-    Engine,
-    Integer,
-    String,
-    and_,
-    any_,
-    case,
-    cast,
-    exists,
-    extract,
-    func,
-    literal,
-    type_coerce,
-)
+from sqlalchemy import BigInteger, Engine, String, and_, case, cast, exists, extract, func, type_coerce
 from sqlmodel import Session, select
 
 from review_app.analysis.layout import DEFAULT_COLUMNS
-from review_app.db.engine import memory_only, read_session, snapshot_session
+from review_app.db.engine import read_session, snapshot_session
 from review_app.db.models import (
     Adjudication,
     Annotation,
@@ -67,6 +54,22 @@ from review_app.db.models import (
     TaskFlag,
 )
 from review_app.rubrics import get_rubric
+from review_app.services.annotation_columns import (
+    SCORE_BITS,
+    context_column,
+    copies,
+    dimension_groups,
+    driver_rows,
+    fixed_snapshot,
+    fresh,
+    mapped,
+    objects,
+    score_array,
+    score_rows,
+    study_score_rows,
+    timestamps,
+    unpack_scores,
+)
 from review_app.services.errors import InvalidInput, NotFound
 
 C = DEFAULT_COLUMNS
@@ -87,9 +90,6 @@ EXTRA_COLUMNS: tuple[str, ...] = (
 )
 FLAG_SEPARATOR = ";"
 GOLD_CHOICES = ("exclude", "only", "include")
-_IN_CHUNK = 10_000  # ids per IN list: PostgreSQL takes at most 65,535 parameters in one statement
-# Scores are read as one id range when it holds at most this many ids per annotation wanted.
-_RANGE_SPREAD = 4
 # The columns of _fetch's rows, in order; "context" holds the _CONTEXT columns as one JSON array.
 _ROW = (
     "id",
@@ -110,7 +110,7 @@ _ROW = (
 TASK_TARGETS = "task_target_raters"
 _EXTRA_FIELDS = {TASK_TARGETS: Task.target_raters}
 # Text columns with few distinct combinations per study (180 at panel scale), read as one JSON array per
-# row (:func:`_context_column`) and decoded once per distinct array: ten Python strings per row cost
+# row (:func:`~annotation_columns.context_column`) and decoded once per distinct array: ten Python strings per row cost
 # more to make and to factorise than the database takes to join them.
 _CONTEXT = (
     "rubric",
@@ -124,9 +124,6 @@ _CONTEXT = (
     "condition",
     "status",
 )
-_SCORE_BITS = 3  # bits per dimension in a packed score (1..4 for -1..2, 0 for none)
-_PACKED_DIMENSIONS = 10  # dimensions per packed integer: 30 bits, an integer on either database
-_SEPARATOR = "\x00"  # joins strings to copy them in one go (_copies); checked absent from them
 
 
 def excluded_tasks(study_id: int):
@@ -245,8 +242,8 @@ def load_annotations(
     ``labels``: the study's :func:`rater_labels` (as ``pseudonymise`` asks) when the caller has
     them cached; reading them groups every assignment of the study. ``read_only``: the session has
     written nothing, so a whole study's scores can be read on a second connection meanwhile
-    (:func:`_study_score_rows`; it would not see the session's own writes), when the session's
-    reads see one snapshot (:func:`_fixed_snapshot`). ``task_targets``: the frame ends with one more
+    (:func:`~annotation_columns.study_score_rows`; it would not see the session's own writes), when the session's
+    reads see one snapshot (:func:`~annotation_columns.fixed_snapshot`). ``task_targets``: the frame ends with one more
     column, ``TASK_TARGETS`` (each row's task's planned raters), read with the rows: an export tells
     pending tasks from it without reading the study's tasks a second time.
     """
@@ -321,7 +318,7 @@ def _fetch(
             Assignment.flagged,
             Item.external_id,
             Task.unit_key,
-            _context_column(
+            context_column(
                 dialect,
                 Annotation.rubric,
                 # JSON as text: _frame converts each distinct value instead of a type processor per cell
@@ -354,174 +351,21 @@ def _fetch(
     packed = [
         func.sum(
             (AnnotationScore.value + 2)
-            * case({key: 1 << (_SCORE_BITS * j) for j, key in enumerate(group)}, value=AnnotationScore.dimension)
+            * case({key: 1 << (SCORE_BITS * j) for j, key in enumerate(group)}, value=AnnotationScore.dimension)
         )
-        for group in _dimension_groups(dimensions)
+        for group in dimension_groups(dimensions)
     ]
-    if read_only and wanted_tasks is None and packed and _fixed_snapshot(connection, study.id):
+    if read_only and wanted_tasks is None and packed and fixed_snapshot(connection, study.id):
         engine = session.get_bind()
         # The whole study: its scores are read on a second connection while this one reads the rows
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="medrev-scores") as reader:
-            study_scores = reader.submit(_study_score_rows, engine, packed, study.id, rubrics)
+            study_scores = reader.submit(study_score_rows, engine, packed, study.id, rubrics)
             rows = driver_rows(connection, query)  # should it fail, leaving the block waits for the reader
             scores = study_scores.result()
         return rows, scores, names, rubrics
     rows = driver_rows(connection, query)
-    scores = _score_array(_score_rows(connection, packed, [r[0] for r in rows]) if packed and rows else [])
+    scores = score_array(score_rows(connection, packed, [r[0] for r in rows]) if packed and rows else [])
     return rows, scores, names, rubrics
-
-
-def _fixed_snapshot(connection: Connection, study_id: int) -> bool:
-    """Whether the connection's transaction sees one snapshot from now on that another connection,
-    opened after it, sees all of (see :func:`_study_score_rows`).
-
-    SQLite's read transactions are snapshots from their first read, made here; PostgreSQL's are with
-    REPEATABLE READ or SERIALIZABLE (``snapshot_session``) only: under READ COMMITTED each statement
-    sees a later moment, which could hold annotations the scores' earlier read did not.
-    """
-    if memory_only(connection.engine):
-        return False
-    postgresql = connection.dialect.name == "postgresql"
-    if postgresql and connection.get_isolation_level().upper() not in ("REPEATABLE READ", "SERIALIZABLE"):
-        return False
-    connection.execute(select(Study.id).where(Study.id == study_id)).all()
-    return True
-
-
-def _study_score_rows(engine: Engine, packed: list, study_id: int, rubrics: list[str]) -> np.ndarray:
-    """The packed scores (:func:`_score_rows`) of every annotation of the study in these rubrics, read on
-    a connection of its own, as an array (a row per annotation: its id, then its packed integers).
-
-    A whole study's frame reads its scores this way, alongside its rows: the database does this read
-    without Python's lock (0.35 s of a 1.1 s read at 200,000 annotations on SQLite). The scores come
-    as one text, ``id,packed,...`` for every annotation, parsed in one call: a row per annotation
-    would hand Python's lock between the two reading threads at every row, which made both reads
-    slower than one after the other.
-
-    The caller's transaction has read before this one starts, so this one sees every annotation the
-    caller's rows hold; score rows are written with their annotation and never change or go, so they
-    are the scores the caller's snapshot holds. The rows of superseded revisions, gold and excluded
-    tasks come too and are left out by :func:`_frame`, as with :func:`_score_rows`' id range.
-    """
-    of_study = (
-        select(Annotation.id)
-        .join(Assignment, Assignment.id == Annotation.assignment_id)
-        .where(Assignment.study_id == study_id, Annotation.rubric.in_(rubrics))
-    )
-    # no score in a group: 0, as _unpack_scores reads NULL
-    fields = [AnnotationScore.annotation_id, *(func.coalesce(column, 0) for column in packed)]
-    per_annotation = (
-        select(*(cast(field, String).label(f"f{j}") for j, field in enumerate(fields)))
-        .where(AnnotationScore.annotation_id.in_(of_study))
-        .group_by(AnnotationScore.annotation_id)
-        .subquery()
-    )
-    entry = per_annotation.c[0]
-    for column in list(per_annotation.c)[1:]:
-        entry = entry + "," + column
-    joined = func.string_agg(entry, ",") if engine.dialect.name == "postgresql" else func.group_concat(entry, ",")
-    with read_session(engine) as session:
-        text = session.connection().execute(select(joined)).scalar()
-    width = len(fields)
-    if not text:
-        return np.empty((0, width), dtype=np.int64)
-    values = np.fromstring(text, dtype=np.int64, sep=",")
-    if len(values) != text.count(",") + 1 or len(values) % width:
-        raise RuntimeError(f"unreadable score list from the database ({len(values)} numbers for {width} fields)")
-    return values.reshape(-1, width)
-
-
-def _score_array(rows: list[tuple]) -> np.ndarray:
-    """Score rows (:func:`_score_rows`) as an int64 array; NULL (no score in a group) as 0, as the
-    unpacking reads it, and a bigint sum's Decimal as its integer."""
-    if not rows:
-        return np.empty((0, 1), dtype=np.int64)
-    table = np.array(rows, dtype=object)
-    return np.where(pd.isna(table), 0, table).astype(np.int64)
-
-
-def _context_column(dialect: str, *columns):
-    """``columns`` as one JSON array text per row (``_CONTEXT``, in order; null for NULL).
-
-    Exact for any text (JSON escapes every character it must) and both databases build it in C.
-    """
-    if dialect == "postgresql":
-        return cast(func.json_build_array(*columns), String)
-    return func.json_array(*columns)
-
-
-def driver_rows(connection: Connection, statement) -> list[tuple]:
-    """Every row of ``statement`` as the database driver returns them (tuples of raw values).
-
-    SQLAlchemy's ``Row`` per row cost 0.6 s of a 200,000-row read; the frame's columns need no type
-    processing here (JSON and timestamps are selected as text and converted per column).
-    """
-    result = connection.execute(statement)
-    try:
-        return result.cursor.fetchall()
-    finally:
-        result.close()
-
-
-def _score_rows(connection: Connection, packed: list, annotation_ids: list[int]) -> list[tuple]:
-    """The scores of these annotations, one row per annotation: its id, then its packed scores.
-
-    Score rows are append-only and keyed by annotation, so the database gathers an annotation's
-    scores into one integer per group of dimensions (:func:`_dimension_groups`, unpacked by
-    :func:`_unpack_scores`): one aggregate per score row, where a column per dimension (``max(CASE
-    ...)``) took nine per row and twice the time at 1,000,000 scores.
-
-    A study's annotations in force are most of the ids between their lowest and highest (the rest:
-    superseded revisions, other studies' work), so they are read as that one id range, without a
-    parameter per id (200,000 bound ids cost 0.5 s to compile and send) and without running the
-    in-force subquery and filters a second time; the rows may hold annotations the frame does not,
-    which :func:`_frame` leaves out. Ids spread much wider than that (a few tasks of a long study)
-    are read by id, in lists a statement can take.
-    """
-    statement = select(AnnotationScore.annotation_id, *packed).group_by(AnnotationScore.annotation_id)
-    lowest, highest = min(annotation_ids), max(annotation_ids)
-    if highest - lowest < _RANGE_SPREAD * len(annotation_ids):
-        return driver_rows(connection, statement.where(AnnotationScore.annotation_id.between(lowest, highest)))
-    ids = sorted(annotation_ids)
-    # PostgreSQL takes the ids as one array parameter (an IN list of 10,000 binds costs more to
-    # compile and send than the scores to read); SQLite has no arrays and takes IN lists in chunks.
-    array = connection.dialect.name == "postgresql"
-    chunk = len(ids) if array else _IN_CHUNK
-    scores: list[tuple] = []
-    for start in range(0, len(ids), chunk):
-        part = ids[start : start + chunk]
-        wanted = (
-            AnnotationScore.annotation_id == any_(literal(part, ARRAY(Integer)))
-            if array
-            else AnnotationScore.annotation_id.in_(part)
-        )
-        scores += driver_rows(connection, statement.where(wanted))
-    return scores
-
-
-def _dimension_groups(dimensions: list[str]) -> list[list[str]]:
-    """The dimensions in groups whose scores pack into one 32-bit integer (see :func:`_unpack_scores`)."""
-    size = _PACKED_DIMENSIONS
-    return [dimensions[start : start + size] for start in range(0, len(dimensions), size)]
-
-
-def _unpack_scores(packed: np.ndarray, n_dimensions: int) -> np.ndarray:
-    """Annotations x dimensions scores (NaN where there is none) from their packed integers.
-
-    The database sums ``(value + 2) << (3 * j)`` over an annotation's scores, dimension ``j`` of
-    a group: a score is -1..2 (a check constraint), so each dimension holds 1..4 in its own 3 bits
-    and 0 where the annotation has no score for it; an annotation has at most one score per
-    dimension (the primary key), so the sum never carries into the next dimension. 0 (NULL in the
-    database): no score in the group at all.
-    """
-    values = np.full((len(packed), n_dimensions), np.nan)
-    mask = (1 << _SCORE_BITS) - 1
-    for g in range(packed.shape[1]):
-        column = packed[:, g]
-        for j in range(min(_PACKED_DIMENSIONS, n_dimensions - g * _PACKED_DIMENSIONS)):
-            code = (column >> (_SCORE_BITS * j)) & mask
-            values[:, g * _PACKED_DIMENSIONS + j] = np.where(code > 0, code - 2, np.nan)
-    return values
 
 
 def _frame(rows, scores, names: dict[int, str], rubrics: list[str], *, extra: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -549,7 +393,7 @@ def _frame(rows, scores, names: dict[int, str], rubrics: list[str], *, extra: tu
         C.task: keys[2][order],
         C.item: raw["item"].astype(np.int64),
         C.rubric: context["rubric"],
-        C.rater: _mapped(raw["reviewer"].astype(np.int64), names.__getitem__),
+        C.rater: mapped(raw["reviewer"].astype(np.int64), names.__getitem__),
         C.slot: keys[1][order],
     }
     values = np.full((n, len(dimensions)), np.nan)
@@ -561,7 +405,7 @@ def _frame(rows, scores, names: dict[int, str], rubrics: list[str], *, extra: tu
         # the score rows may hold other annotations (an id range, or the whole study): keep the frame's
         at = np.minimum(np.searchsorted(sorted_ids, wanted), n - 1)
         found = sorted_ids[at] == wanted
-        values[by_id[at[found]]] = _unpack_scores(packed[found, 1:], len(dimensions))
+        values[by_id[at[found]]] = unpack_scores(packed[found, 1:], len(dimensions))
     for j, key in enumerate(dimensions):
         data[key] = values[:, j]
     data |= {
@@ -574,76 +418,30 @@ def _frame(rows, scores, names: dict[int, str], rubrics: list[str], *, extra: tu
         "annotation_id": ids,
         "revision": raw["revision"].astype(np.int64),
         "seconds_on_task": raw["seconds"].astype(float),
-        "submitted_at": _timestamps(raw["created"]),
+        "submitted_at": timestamps(raw["created"]),
         "language": context["language"],
         "condition": context["condition"],
-        "comment": _objects(raw["comment"]),
+        "comment": objects(raw["comment"]),
         "flagged": raw["flagged"].astype(bool),
         "assignment_status": context["status"],
-        "external_id": _copies(raw["external_id"]),
-        "unit_key": _copies(raw["unit_key"]),
+        "external_id": copies(raw["external_id"]),
+        "unit_key": copies(raw["unit_key"]),
     }
     data |= {name: table[:, len(_ROW) + j].astype(np.int64) for j, name in enumerate(extra)}
     return pd.DataFrame({column: data[column] for column in [*columns, *extra]})
 
 
 def _context(arrays: np.ndarray) -> dict[str, np.ndarray]:
-    """The ``_CONTEXT`` columns from their JSON arrays (:func:`_context_column`), each distinct array
-    decoded once; as :func:`_objects` makes them (flags sorted and joined, :func:`_flags`)."""
+    """The ``_CONTEXT`` columns from their JSON arrays (:func:`~annotation_columns.context_column`), each distinct array
+    decoded once; as :func:`~annotation_columns.objects` makes them (flags sorted and joined, :func:`_flags`)."""
     codes, distinct = pd.factorize(arrays)
     decoded = [json.loads(text) for text in distinct]
     columns = {}
     for j, name in enumerate(_CONTEXT):
         values = np.empty(len(decoded), dtype=object)
         values[:] = [row[j] for row in decoded]
-        columns[name] = _mapped(values, _flags if name == "flags" else _fresh)[codes]
+        columns[name] = mapped(values, _flags if name == "flags" else fresh)[codes]
     return columns
-
-
-def _objects(values: np.ndarray) -> np.ndarray:
-    """A text column (strings, None) as the frame holds it: equal values are one object, a fresh copy.
-
-    The database driver makes a new string per row, so a 200,000-row frame held 200,000 copies of
-    "MEDMISQA", "submitted", a rater's label...; the compute worker keeps every cached frame. Each
-    distinct value is copied once (:func:`_fresh`). Values, dtypes and equality are unchanged.
-    """
-    return _mapped(values, _fresh)
-
-
-def _mapped(values: np.ndarray, convert) -> np.ndarray:
-    """``convert`` of each value as an object array, called once per distinct value (and once for None)."""
-    codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    converted = np.empty(len(uniques) + 1, dtype=object)
-    converted[: len(uniques)] = [convert(u) for u in uniques]
-    # code -1: a missing value (None)
-    converted[-1] = convert(None) if len(codes) and codes.min() < 0 else None
-    return converted[codes]
-
-
-def _copies(values: np.ndarray) -> np.ndarray:
-    """A fresh copy of each string (columns of distinct values: item ids, unit keys), see :func:`_fresh`.
-
-    The strings are joined and split again (two calls in C, not one per value), unless one of them
-    holds the separator or a value is not a string.
-    """
-    array = np.empty(len(values), dtype=object)
-    if len(values) and pd.api.types.infer_dtype(values, skipna=False) == "string":
-        joined = _SEPARATOR.join(values.tolist())
-        if joined.count(_SEPARATOR) == len(values) - 1:
-            array[:] = joined.split(_SEPARATOR)
-            return array
-    array[:] = [_fresh(v) for v in values]
-    return array
-
-
-def _fresh(value):
-    """A new copy of a string (anything else as is), so the frame does not pin the fetched rows' memory.
-
-    The rows' strings sit among the rows' tuples in the allocator's arenas; a frame that kept them
-    kept those arenas (about 220 MB after a 200,000-row read, against the frame's own 60 MB) long
-    after the rows were gone.
-    """
-    return value.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass") if type(value) is str else value
 
 
 def _flags(raw: str | None) -> str:
@@ -651,17 +449,6 @@ def _flags(raw: str | None) -> str:
     if not raw or raw == "[]":
         return ""
     return FLAG_SEPARATOR.join(sorted(json.loads(raw) or []))
-
-
-def _timestamps(raw) -> pd.Series:
-    """Submission times as UTC: ISO text without a zone on SQLite (stored as UTC), microseconds since the
-    epoch on PostgreSQL (see :func:`_fetch`)."""
-    values = pd.Series(raw, dtype=object)
-    if len(values) and isinstance(values.iloc[0], str):
-        return pd.to_datetime(values, utc=True, format="ISO8601")
-    if len(values) and isinstance(values.iloc[0], int | np.integer):
-        return pd.Series(pd.to_datetime(values.to_numpy(dtype=np.int64), unit="us", utc=True))
-    return pd.to_datetime(values, utc=True)
 
 
 def annotations_frame(

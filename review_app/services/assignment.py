@@ -1,6 +1,6 @@
 """Dual-rater assignment: who reviews which task.
 
-Rules (SPEC 2.3): k raters per unit for a chosen share of units (the rest single-rated), load
+Rules: k raters per unit for a chosen share of units (the rest single-rated), load
 balanced across reviewers, a reviewer only gets items in a language they read, never the same
 unit twice (not even after being withdrawn from it), and a leaving reviewer's unfinished slots
 go to others while their submitted work stays.

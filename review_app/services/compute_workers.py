@@ -2,19 +2,19 @@
 
 Reading a study's annotations frame and computing agreement, the analysis, the Rubric A bootstrap,
 reviewers' quality or the adjudication queue from it is Python and pandas work that holds the GIL
-for seconds at panel scale. Done in the Streamlit process, it stalled every reviewer's submit in
-the same process (submit-to-next p95 1.7-13x idle while a lead reloaded Agreement), and the frames
-it cached made the app large. :func:`run` sends such a computation (a module-level *job* function
-and its small arguments) to a pool of ``MEDREV_COMPUTE_WORKERS`` processes (``spawn`` context, or
-forked from a command line, see :func:`prestart`; started on first use, shut down at exit); the app
-thread that asked waits on the future without the GIL, and gets back only the small, picklable
-result, which :mod:`review_app.services.study_cache` keeps per data version as before.
+for seconds at panel scale. Done in the Streamlit process, it would stall every reviewer's submit in
+the same process while a lead reloads a page, and the frames it caches would make the app large.
+:func:`run` sends such a computation (a module-level *job* function and its small arguments) to a
+pool of ``MEDREV_COMPUTE_WORKERS`` processes (``spawn`` context, or forked from a command line, see
+:func:`prestart`; started on first use, shut down at exit); the app thread that asked waits on the
+future without the GIL, and gets back only the small, picklable result, which
+:mod:`review_app.services.study_cache` keeps per data version.
 
 * A job is ``job(engine, *args, **kwargs)``. In a worker, ``engine`` is the worker's own engine on
   the same database (opened from the URL with its password, one per URL, a few kept); the frame is
   read through the worker's own :data:`~review_app.services.study_cache.CACHE`, keyed by data version
   like the app's, so agreement, analysis and quality on one version read the frame once there.
-* ``MEDREV_COMPUTE_WORKERS=0`` computes in the calling process (as before). So does a database a
+* ``MEDREV_COMPUTE_WORKERS=0`` computes in the calling process. So does a database a
   second process cannot open: in-memory SQLite (``sqlite://``, ``StaticPool``). A job run inside a
   worker runs its nested jobs in place.
 * An exception raised by a job is raised again in the app with its type and message (service and
@@ -25,10 +25,9 @@ result, which :mod:`review_app.services.study_cache` keeps per data version as b
 * ``progress``: a job that reports progress (the bootstrap's bar) writes the fraction done into a
   slot of shared memory; the waiting app thread polls it and calls the page's callback.
 * Reviewers first: while a reviewer's request is in flight in the app (``priority.reviewer_work``),
-  the workers are stopped (``SIGSTOP``) and continued when none is. On the 2-core machine of the
-  panel-scale benchmark a worker computing agreement slowed reviewers' submits on the other core
-  (p95 1.2-1.7x idle) through the hardware they share (caches, memory bandwidth), which its niceness
-  cannot prevent; a loop that computes nothing did not. A pause lasts at most ``PAUSE_AT_MOST_S``
+  the workers are stopped (``SIGSTOP``) and continued when none is. On a small machine a worker
+  computing agreement slows reviewers' submits on another core through the hardware they share
+  (caches, memory bandwidth), which its niceness cannot prevent. A pause lasts at most ``PAUSE_AT_MOST_S``
   and the workers then run at least as long before the next one, so a stream of reviewers halves a
   lead's statistics at worst and a worker holding something a reviewer waits for (a database lock)
   goes on within that time. :func:`shutdown` continues them first.

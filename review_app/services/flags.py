@@ -1,4 +1,4 @@
-"""Flags a reviewer raises on a task, and the study lead's queue that answers them (issue 18).
+"""Flags a reviewer raises on a task, and the study lead's queue that answers them.
 
 A reviewer flags a task from the review page ("Flag for lead"): what the problem is with (the
 item, the model's response, the rubric, or something else) and a comment. The flag is a row of
@@ -15,7 +15,8 @@ The lead answers each flag in one of three ways, each one audited:
 ``reopen`` puts a resolved or excluded flag back to open (the task comes back into the analyses;
 it stays locked until a lead unlocks it on the Adjudication page).
 
-Only a lead of the flag's study, or an admin, may see or answer its flags (SPEC 2.7): every
+Only a lead of the flag's study, or an admin, may see or answer its flags (docs/security.md, "Roles and
+permissions"): every
 function takes ``actor`` and checks it inside its own transaction.
 """
 

@@ -1,6 +1,6 @@
 """Study plans: run a plan (optionally from a pilot study), keep it with the study, check the pool against it.
 
-The statistics live in :mod:`review_app.analysis.planning`; this module reads a pilot study's
+The statistics live in :mod:`review_app.analysis.sample_size`; this module reads a pilot study's
 annotations in force (gold tasks left out, as in every analysis) into what those functions take,
 stores plans in the study's settings (one per metric, audited, leads only) and compares the drawn
 pool and its dual-rated share with them for the Study set-up page.
@@ -27,7 +27,8 @@ from sqlmodel import select
 
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.layout import AnalysisInputError, select_rubric
-from review_app.analysis.planning import (
+from review_app.analysis.rubric_b import classify_annotations, task_outcomes
+from review_app.analysis.sample_size import (
     DEFAULT_DUAL_SHARE,
     METRICS,
     HarmPilot,
@@ -38,16 +39,16 @@ from review_app.analysis.planning import (
     plan_harm_or,
     plan_rate,
 )
-from review_app.analysis.rubric_b import classify_annotations, task_outcomes
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import Assignment, FirstSubmission, GoldTask, Study, Task
 from review_app.rubrics import get_rubric
 from review_app.services import audit
 from review_app.services.actors import Actor, require_study_lead
+from review_app.services.analysis_options import harm_spec
 from review_app.services.annotations import annotations_frame, get_study_row
 from review_app.services.errors import InvalidInput, NotFound
-from review_app.services.quality import require_lead
-from review_app.services.study_analysis import harm_model, harm_spec
+from review_app.services.reviewer_monitoring import require_lead
+from review_app.services.study_analysis import harm_model
 from review_app.services.study_cache import CACHE
 
 SETTINGS_KEY = "plans"

@@ -2,10 +2,10 @@
 
 Every Streamlit session of ``medrev app`` runs its scripts in a thread of one Python process, and
 Python runs one thread at a time (the GIL). A lead page's rerun still holds the interpreter for
-30-40 ms in the app process after its numbers come back from the compute worker (unpickling them,
-building its figures and tables, Streamlit's elements); a reviewer's submit that arrives meanwhile
-shares the interpreter with it, 5 ms slices each (``sys.getswitchinterval``), and took 1.3-1.8x
-its idle time at panel scale (issue 17).
+tens of milliseconds in the app process after its numbers come back from the compute worker
+(unpickling them, building its figures and tables, Streamlit's elements); a reviewer's submit that
+arrives meanwhile shares the interpreter with it in slices of ``sys.getswitchinterval`` and is
+slowed by the lead's work.
 
 So the two kinds of work are told apart:
 

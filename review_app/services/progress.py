@@ -1,6 +1,6 @@
 """Study progress by rubric, subset and reviewer, computed in the database (fast on large studies).
 
-Besides the counts, what a lead acts on (issue 18): the reviewers' throughput (submitted ratings
+Besides the counts, what a lead acts on: the reviewers' throughput (submitted ratings
 per active day, and in the last 7 days) and median time on task (first submissions only, so an
 edit does not count twice), the dual-rated tasks still waiting for one of their raters, the
 reviewers' flags by status, and a warning for each reviewer far behind the panel (see

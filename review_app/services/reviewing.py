@@ -1,4 +1,10 @@
-"""A reviewer's work: the queue, one task's material, drafts, submit, skip, flag, edit.
+"""A reviewer's work on a task: opening it, drafts, submit, skip, flag, edit; and a lead's task lock.
+
+What is left to do and what comes next is :mod:`review_app.services.review_queue`; what a task shows
+is :mod:`review_app.services.task_material`. This module stays one piece past 500 lines because its
+functions share one protocol: every write re-reads the reviewer and locks their own assignment
+(``_own``), and drafts, submits and edits agree on the client token and base revision that name a
+submission; split apart, each half would have to restate those rules.
 
 Blinding is enforced here, server-side, not in the page: ``open_task`` builds the view from the
 reviewer's own assignment only, never loads another reviewer's annotation, and never loads the
@@ -23,49 +29,21 @@ silently.
 from __future__ import annotations
 
 import secrets
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, case, func, update
+from sqlalchemy import Engine, func, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from bench_core.medmisbench import taxonomy
-from review_app.db.engine import read_only_reason, read_session, statement_session, write_session
-from review_app.db.models import (
-    Annotation,
-    AnnotationScore,
-    Assignment,
-    Draft,
-    Item,
-    ModelResponse,
-    Study,
-    Task,
-    utcnow,
-)
+from review_app.db.engine import read_only_reason, read_session, write_session
+from review_app.db.models import Annotation, AnnotationScore, Assignment, Draft, Study, Task, utcnow
 from review_app.rubrics import Rubric, ScoreSheet, get_rubric
 from review_app.services import audit, flags
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, as_actor, require_study_lead
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, ScoresDiffer
-
-_QUEUE_STATUSES = ("in_progress", "assigned", "skipped")  # the order next_assignment serves them in
-
-
-@dataclass(frozen=True)
-class QueueRow:
-    study_id: int
-    study: str
-    rubric: str
-    open: int
-    skipped: int
-    submitted: int
-
-    @property
-    def total(self) -> int:
-        return self.open + self.skipped + self.submitted
+from review_app.services.task_material import TaskMaterial, cached_material
 
 
 @dataclass(frozen=True)
@@ -78,37 +56,6 @@ class Submitted:
     flags: tuple[str, ...]
     comment: str
     seconds_on_task: float
-
-
-@dataclass(frozen=True)
-class TaskMaterial:
-    """Exactly what the protocol shows for a rubric (SPEC 2.2), and nothing else.
-
-    Raters see it on the review page and leads on the adjudication page, so a lead judges what the
-    raters judged; the model's identity is never part of it.
-    """
-
-    rubric: str
-    subset: str
-    language: str
-    question: str
-    options: list[tuple[str, str]]
-    gold_label: str | None
-    content_type: str | None
-    provenance: str | None
-    target_label: str | None = None
-    target_sentence: str | None = None
-    condition: str | None = None
-    injected_context: list[tuple[str, str]] = field(default_factory=list)
-    model_answer: str | None = None
-    response_text: str | None = None
-    reasoning: str | None = None
-    retracted: dict[str, Any] = field(default_factory=dict)
-    judge: dict[str, Any] = field(default_factory=dict)
-    # the taxonomy entries of the labels (display name, definition, requires, not applicable when), so
-    # pages show the inline definitions without importing bench_core
-    content_definition: taxonomy.ContentType | None = None
-    provenance_definition: taxonomy.Provenance | None = None
 
 
 @dataclass(frozen=True)
@@ -135,78 +82,8 @@ class SubmitResult:
     created: bool  # False when this token had already been submitted (a repeat)
 
 
-def queue(engine: Engine, reviewer_id: int) -> list[QueueRow]:
-    """Counts of open, skipped and submitted tasks per study and rubric for one reviewer."""
-    with read_session(engine) as session:
-        rows = session.exec(
-            select(
-                Study.id,
-                Study.name,
-                Task.rubric,
-                func.sum(case((Assignment.status.in_(("assigned", "in_progress")), 1), else_=0)),
-                func.sum(case((Assignment.status == "skipped", 1), else_=0)),
-                func.sum(case((Assignment.status == "submitted", 1), else_=0)),
-            )
-            .join(Task, Task.id == Assignment.task_id)
-            .join(Study, Study.id == Assignment.study_id)
-            .where(Assignment.reviewer_id == reviewer_id, Assignment.status != "withdrawn", Study.status == "active")
-            .group_by(Study.id, Study.name, Task.rubric)
-            .order_by(Study.name, Task.rubric)
-        ).all()
-    return [QueueRow(r[0], r[1], r[2], int(r[3] or 0), int(r[4] or 0), int(r[5] or 0)) for r in rows]
-
-
-def work_counts(engine: Engine, reviewer_id: int) -> tuple[int, int]:
-    """(done, still to do) over the reviewer's tasks in active studies; to do includes skipped ones."""
-    with read_session(engine) as session:
-        done, todo = session.exec(
-            select(
-                func.sum(case((Assignment.status == "submitted", 1), else_=0)),
-                func.sum(case((Assignment.status.in_(("assigned", "in_progress", "skipped")), 1), else_=0)),
-            )
-            .join(Study, Study.id == Assignment.study_id)
-            .where(Assignment.reviewer_id == reviewer_id, Study.status == "active")
-        ).one()
-    return int(done or 0), int(todo or 0)
-
-
-def next_assignment(
-    engine: Engine, reviewer_id: int, *, study_id: int | None = None, rubric: str | None = None
-) -> int | None:
-    """The reviewer's next assignment: work in progress first, then new, then skipped ones.
-
-    Within a status, studies come in the order they were created and tasks in pool order, with
-    Rubric A before Rubric B of the same unit, so an item is validated before its response is judged.
-
-    One query per status, in that order, each reading ``ix_assignment_next`` (reviewer, status,
-    study, pool rank, rubric, id) from its start and stopping at the first assignment whose task is
-    not locked: an index lookup however long the reviewer's queue is. The queries run without a
-    transaction on PostgreSQL (``statement_session``): each is one round trip, and a change between
-    them (a task locked, a skip) shows at the next call, as it would a moment later anyway.
-    """
-    with statement_session(engine) as session:
-        for status in _QUEUE_STATUSES:
-            query = (
-                select(Assignment.id)
-                .join(Task, Task.id == Assignment.task_id)
-                .where(Assignment.reviewer_id == reviewer_id, Assignment.status == status, Task.locked.is_(False))
-                .order_by(Assignment.study_id, Assignment.pool_rank, Assignment.rubric, Assignment.id)
-                .limit(1)
-            )
-            if study_id is not None:
-                query = query.where(Assignment.study_id == study_id)
-            else:
-                query = query.where(Assignment.study_id.in_(select(Study.id).where(Study.status == "active")))
-            if rubric is not None:
-                query = query.where(Assignment.rubric == rubric)
-            found = session.exec(query).first()
-            if found is not None:
-                return found
-    return None
-
-
 def _own(session: Session, assignment_id: int, reviewer: int | Actor, *, lock: bool = False) -> Assignment:
-    """The reviewer's own live assignment, after re-reading the reviewer (SPEC 2.7).
+    """The reviewer's own live assignment, after re-reading the reviewer (docs/security.md, "Sessions").
 
     ``reviewer`` is an account id or, from a browser session, an ``Actor`` carrying the session's
     version: a deactivated account, or a session opened before a password or role change, is
@@ -255,91 +132,11 @@ def _current(session: Session, assignment_id: int) -> Submitted | None:
     )
 
 
-def _context(item: Item, condition: str | None, target: str | None) -> list[tuple[str, str]]:
-    sentences = item.injections or {}
-    if condition is None or condition.startswith("clean"):
-        return []
-    if condition.startswith("type1"):
-        return [(target, sentences[target])] if target and target in sentences else []
-    return [(label, sentences[label]) for label, _text in item.options if label in sentences]
-
-
-def material(item: Item, response: ModelResponse | None, rubric_key: str) -> TaskMaterial:
-    """The material the protocol shows for ``rubric_key`` (SPEC 2.2).
-
-    Shared by the review page and the adjudication page, so a lead adjudicates on exactly what the
-    raters saw (model identity stays hidden on both).
-    """
-    rubric = get_rubric(rubric_key)
-    target = (response.target_label if response and response.target_label else None) or item.target_label
-    sentences = item.injections or {}
-    view: dict[str, Any] = {
-        "rubric": rubric_key,
-        "subset": item.subset,
-        "language": item.language,
-        "question": item.question,
-        "options": [(label, text) for label, text in item.options],
-        "gold_label": item.gold_label,
-        "content_type": item.content_type,
-        "provenance": item.provenance,
-        "content_definition": taxonomy.content_type(item.content_type) if item.content_type else None,
-        "provenance_definition": taxonomy.provenance(item.provenance) if item.provenance else None,
-    }
-    if "target" in rubric.shows:
-        view["target_label"] = target
-        view["target_sentence"] = sentences.get(target) if target else None
-    if response is not None and rubric.needs_response:
-        view["condition"] = response.condition
-        view["response_text"] = response.response_text
-        view["reasoning"] = response.reasoning
-        if "model_answer" in rubric.shows:
-            view["model_answer"] = response.chosen_label
-        if "injected_context" in rubric.shows:
-            view["target_label"] = target if response.condition.startswith("type1") else None
-            view["injected_context"] = _context(item, response.condition, target)
-        if "judge_label" in rubric.shows:
-            view["judge"] = {
-                "label": response.payload.get("judge_label"),
-                "rationale": response.payload.get("judge_rationale", ""),
-            }
-    if "retracted_study" in rubric.shows:
-        view["retracted"] = dict(item.payload)
-    return TaskMaterial(**view)
-
-
-_MATERIAL_ENTRIES = 4096
-_material_cache: OrderedDict[tuple, TaskMaterial] = OrderedDict()
-_material_lock = threading.Lock()
-
-
-def _cached_material(session: Session, engine: Engine, task: Task) -> TaskMaterial:
-    """A task's material, prepared once per item, response and rubric for the whole process.
-
-    Items and responses are never changed once imported (a re-import adds or skips rows), so the
-    material of a task never changes either: the review page's reruns (a score, a submit, the next
-    task) read only the assignment's own rows, not the item's text again.
-    """
-    key = (str(engine.url), task.item_id, task.response_id, task.rubric)
-    with _material_lock:
-        found = _material_cache.get(key)
-        if found is not None:
-            _material_cache.move_to_end(key)
-            return found
-    item = session.get(Item, task.item_id)
-    response = session.get(ModelResponse, task.response_id) if task.response_id is not None else None
-    shown = material(item, response, task.rubric)
-    with _material_lock:
-        _material_cache[key] = shown
-        while len(_material_cache) > _MATERIAL_ENTRIES:
-            _material_cache.popitem(last=False)
-    return shown
-
-
 def open_task(engine: Engine, assignment_id: int, reviewer_id: int) -> TaskView:
     """The material of one task for its reviewer; marks a new task as started."""
     with read_session(engine) as session:
         # One round trip for the assignment's own state: this runs on every page rerun. The material
-        # (item and response text) is prepared once per task (``_cached_material``).
+        # (item and response text) is prepared once per task (``cached_material``).
         row = session.exec(
             select(Assignment, Task, Study.name, Draft)
             .join(Task, Task.id == Assignment.task_id)
@@ -351,7 +148,7 @@ def open_task(engine: Engine, assignment_id: int, reviewer_id: int) -> TaskView:
             raise NotFound("this task no longer exists")
         assignment, task, study_name, draft = row
         _check_owner(assignment, reviewer_id)
-        shown = _cached_material(session, engine, task)
+        shown = cached_material(session, engine, task)
         submitted = _current(session, assignment.id) if assignment.status == "submitted" else None
     view: dict[str, Any] = {
         "assignment_id": assignment.id,
@@ -714,39 +511,6 @@ def set_flag(
             study_id=assignment.study_id,
             after={"note": note[:2000], "kind": kind if flagged else None, "flag": flag_id},
         )
-
-
-@dataclass(frozen=True)
-class DoneRow:
-    assignment_id: int
-    study: str
-    rubric: str
-    subset: str
-    question: str
-    revision: int
-    locked: bool
-
-
-def submitted_work(engine: Engine, reviewer_id: int, *, limit: int = 200) -> list[DoneRow]:
-    """The reviewer's submitted tasks, newest first, for review and editing."""
-    with read_session(engine) as session:
-        rows = session.exec(
-            select(Assignment.id, Study.name, Task.rubric, Item.subset, Item.question, Task.locked)
-            .join(Task, Task.id == Assignment.task_id)
-            .join(Study, Study.id == Assignment.study_id)
-            .join(Item, Item.id == Task.item_id)
-            .where(Assignment.reviewer_id == reviewer_id, Assignment.status == "submitted")
-            .order_by(Assignment.submitted_at.desc())
-            .limit(limit)
-        ).all()
-        revisions = dict(
-            session.exec(
-                select(Annotation.assignment_id, func.max(Annotation.revision))
-                .where(Annotation.reviewer_id == reviewer_id)
-                .group_by(Annotation.assignment_id)
-            ).all()
-        )
-    return [DoneRow(r[0], r[1], r[2], r[3], r[4][:140], revisions.get(r[0], 0), r[5]) for r in rows]
 
 
 def set_task_lock(engine: Engine, task_id: int, locked: bool, *, actor_id: int | Actor) -> None:

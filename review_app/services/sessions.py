@@ -1,4 +1,6 @@
-"""Server-side sign-in sessions behind a signed, expiring, revocable cookie token (SPEC 2.7).
+"""Server-side sign-in sessions behind a signed, expiring, revocable cookie token.
+
+The threat model behind it is in docs/security.md ("Sessions").
 
 A session is a row of ``auth_session``. The browser holds ``v1.<id>.<expiry>.<signature>``: a
 random id, its expiry (Unix seconds) and an HMAC-SHA256 over both with the signing key. Only the
@@ -114,7 +116,7 @@ def lifetime() -> timedelta:
 def start(engine: Engine, user_id: int, *, via: str = "password", client: str = "") -> tuple[str, str]:
     """Open a session for an account that has just proved who it is; returns (token, one-time nonce).
 
-    Callers are the sign-in page after ``accounts.authenticate`` and the identity-provider mapping;
+    Callers are the sign-in page after ``authentication.authenticate`` and the identity-provider mapping;
     the account must still be active.
     """
     key = signing_key(engine)

@@ -39,8 +39,9 @@ ROUTE_PREFIX = "/_medrev"
 # it starts: with the server, see ``medrev_asgi``, or at the first page run).
 LEAD_JOB_MODULES = (
     "review_app.services.study_analysis",
-    "review_app.services.paper_tables",
-    "review_app.services.quality",
+    "review_app.services.cached_analyses",
+    "review_app.services.export.agreement_page",
+    "review_app.services.reviewer_monitoring",
     "review_app.services.adjudication",
 )
 

@@ -1,4 +1,4 @@
-"""Bad-input corpus of the benchmark and statistics commands (issue 16): every case refused cleanly.
+"""Bad-input corpus of the benchmark and statistics commands: every case refused cleanly.
 
 Each case asserts (``corpus.check``): the exit code (2 bad input, 1 a fault of the machine), no traceback,
 the message names the file and line (where there is one), and the case folder is unchanged: a refused
@@ -37,6 +37,21 @@ ROW2 = {**ROW, "id": "q2"}
 
 def jsonl(rows: list[dict | str]) -> bytes:
     return "".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows).encode()
+
+
+def jsonl_encoding_cases(
+    prefix: str, command: Callable[[Callable[[Path], str]], Callable[[Path], list[str]]], name: str, row: dict
+) -> list[Case]:
+    """A JSONL data file's byte-level faults (a Latin-1 byte, a NUL, a byte-order mark), each named by line."""
+
+    def data(tail: bytes, head: bytes = b"") -> Callable[[Path], str]:
+        return lambda w: write(w / name, head + jsonl([row]) + tail)
+
+    return [
+        Case(f"{prefix}-latin1", command(data(b'{"id": "caf\xe9"}\n')), (f"{name}:2", "UTF-8")),
+        Case(f"{prefix}-nul", command(data(b'{"id": "q\x002"}\n')), (f"{name}:2", "NUL")),
+        Case(f"{prefix}-bom", command(data(b"", b"\xef\xbb\xbf")), (f"{name}:1", "byte-order")),
+    ]
 
 
 def csv_bytes(header: list[str], rows: list[list[str]]) -> bytes:
@@ -84,13 +99,7 @@ def strict(make: Callable[[Path], list[str]]) -> Callable[[Path], list[str]]:
 
 
 MMB_FILES: list[Case] = [
-    Case(
-        "mmb-latin1",
-        mmb(lambda w: write(w / "a.jsonl", jsonl([ROW]) + b'{"id": "q2", "question": "caf\xe9"}\n')),
-        ("a.jsonl:2", "UTF-8"),
-    ),
-    Case("mmb-nul", mmb(lambda w: write(w / "a.jsonl", jsonl([ROW]) + b'{"id": "q\x002"}\n')), ("a.jsonl:2", "NUL")),
-    Case("mmb-bom", mmb(lambda w: write(w / "a.jsonl", b"\xef\xbb\xbf" + jsonl([ROW]))), ("a.jsonl:1", "byte-order")),
+    *jsonl_encoding_cases("mmb", mmb, "a.jsonl", ROW),
     Case(
         "mmb-5mb-line",
         mmb(lambda w: write(w / "a.jsonl", jsonl([ROW, {**ROW2, "question": "x" * 5_000_000}]))),
@@ -676,13 +685,7 @@ def hc(data: Callable[[Path], str], *extra: str) -> Callable[[Path], list[str]]:
 
 
 HEALTHCONTRADICT: list[Case] = [
-    Case(
-        "hc-latin1",
-        hc(lambda w: write(w / "i.jsonl", jsonl([HC_ROW]) + b'{"query": "caf\xe9"}\n')),
-        ("i.jsonl:2", "UTF-8"),
-    ),
-    Case("hc-nul", hc(lambda w: write(w / "i.jsonl", jsonl([HC_ROW]) + b'{"query": "\x00"}\n')), ("i.jsonl:2", "NUL")),
-    Case("hc-bom", hc(lambda w: write(w / "i.jsonl", b"\xef\xbb\xbf" + jsonl([HC_ROW]))), ("i.jsonl:1", "byte-order")),
+    *jsonl_encoding_cases("hc", hc, "i.jsonl", HC_ROW),
     Case(
         "hc-missing-query",
         hc(lambda w: write(w / "i.jsonl", jsonl([HC_ROW, {**HC_ROW, "instance_id": "2", "query": ""}]))),

@@ -13,11 +13,9 @@ import dataclasses
 import json
 import os
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from sqlalchemy import func, select
 from sqlmodel import SQLModel
@@ -28,12 +26,12 @@ from review_app.db.migrate import upgrade
 from review_app.services import importing, studies
 from review_app.services.actors import SYSTEM
 from tests.bad_inputs.corpus import MACHINE, Case, check, write
+from tests.postgres_admin import migrated_template, pg_url, scratch_database
 from tests.review_app.factories import item_rows, response_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_RUN = ROOT / "tests" / "data" / "medmisbench_old_run"
 JUDGE_RUN = ROOT / "review_app" / "demo_data" / "trojan"
-PG_ADMIN = os.environ.get("MEDREV_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 SEEDED = item_rows(3)  # in the database before every case
 FRESH = item_rows(3, start=100)  # new items for the files under test
 ROSTER_HEAD = "username,display_name,role,email\n"
@@ -54,6 +52,12 @@ def lines_bytes(*rows: dict | bytes) -> bytes:
 
 def items_file(work: Path, content: str | bytes, name: str = "items.jsonl") -> list[str]:
     return ["review", "import", write(work / name, content), "--kind", "items"]
+
+
+def edited_item(line: int, **changes: object) -> Callable[[Path], list[str]]:
+    """Import an items file whose row ``line`` (1 or 2) is a fresh item with ``changes`` (row 1 stays valid)."""
+    rows = [FRESH[0] | changes] if line == 1 else [FRESH[0], FRESH[1] | changes]
+    return lambda work: items_file(work, jsonl(*rows))
 
 
 def responses_file(work: Path, content: str | bytes, name: str = "responses.jsonl") -> list[str]:
@@ -172,12 +176,12 @@ IMPORT_CASES = [
     ),
     Case(
         "items-answer-not-an-option",
-        lambda w: items_file(w, jsonl(FRESH[0], FRESH[1] | {"answer": "F"})),
+        edited_item(2, answer="F"),
         ("items.jsonl:2", "'answer'"),
     ),
     Case(
         "items-list-cell",
-        lambda w: items_file(w, jsonl(FRESH[0], FRESH[1] | {"opa": ["Discharge", "home"]})),
+        edited_item(2, opa=["Discharge", "home"]),
         ("items.jsonl:2", "'opa'", "a list"),
     ),
     Case(
@@ -192,7 +196,7 @@ IMPORT_CASES = [
     ),
     Case(
         "items-unknown-content-type",
-        lambda w: items_file(w, jsonl(FRESH[0] | {"injection_content": "Tabloid"})),
+        edited_item(1, injection_content="Tabloid"),
         ("items.jsonl:1", "'injection_content'"),
     ),
     Case("items-duplicate-id", lambda w: items_file(w, jsonl(FRESH[0], FRESH[0])), ("items.jsonl:2", "duplicate")),
@@ -203,12 +207,12 @@ IMPORT_CASES = [
     ),
     Case(
         "items-id-too-long",
-        lambda w: items_file(w, jsonl(FRESH[0] | {"id": LONG})),
+        edited_item(1, id=LONG),
         ("items.jsonl:1", "'id'", "at most 200"),
     ),
     Case(
         "items-nul-escape-in-question",
-        lambda w: items_file(w, jsonl(FRESH[0] | {"question": "What\u0000 now?"})),
+        edited_item(1, question="What\u0000 now?"),
         ("items.jsonl:1", "'question'", "NUL"),
     ),
     Case(
@@ -218,7 +222,7 @@ IMPORT_CASES = [
     ),
     Case(
         "items-rich-markup-in-id",
-        lambda w: items_file(w, jsonl(FRESH[0] | {"id": "[/b]x[bold]", "injection_content": "[/b]x[bold]"})),
+        edited_item(1, id="[/b]x[bold]", injection_content="[/b]x[bold]"),
         ("items.jsonl:1", "[/b]x[bold]"),
     ),
     Case(
@@ -411,27 +415,27 @@ IMPORT_CASES = [
     # ---- one row check with `bench run` (tests/bad_inputs/test_bench_bad_inputs.py, ONE_ROW_CHECK)
     Case(
         "items-list-question",
-        lambda w: items_file(w, jsonl(FRESH[0], FRESH[1] | {"question": ["Which?", "x"]})),
+        edited_item(2, question=["Which?", "x"]),
         ("items.jsonl:2", "'question'", "a list"),
     ),
     Case(
         "items-markup-content-type",
-        lambda w: items_file(w, jsonl(FRESH[0] | {"injection_content": "[b]Cue Remapping[/b]"})),
+        edited_item(1, injection_content="[b]Cue Remapping[/b]"),
         ("items.jsonl:1", "'injection_content'", "carries markup"),
     ),
     Case(
         "items-folded-markup-content-type",
-        lambda w: items_file(w, jsonl(FRESH[0], FRESH[1] | {"injection_content": "Cue Remapping[/]"})),
+        edited_item(2, injection_content="Cue Remapping[/]"),
         ("items.jsonl:2", "'injection_content'", "[/]"),
     ),
     Case(
         "items-html-provenance",
-        lambda w: items_file(w, jsonl(FRESH[0] | {"injection_provenance": "<i>Neutral</i>"})),
+        edited_item(1, injection_provenance="<i>Neutral</i>"),
         ("items.jsonl:1", "'injection_provenance'", "carries markup"),
     ),
     Case(
         "items-markup-answer",
-        lambda w: items_file(w, jsonl(FRESH[0], FRESH[1] | {"answer": "[bold]B[/bold]"})),
+        edited_item(2, answer="[bold]B[/bold]"),
         ("items.jsonl:2", "'answer'", "carries markup"),
     ),
 ]
@@ -495,15 +499,6 @@ COMMAND_CASES = [  # the other review commands: bad arguments, on a database hol
 # ---------------------------------------------------------------- databases
 
 
-def _pg(sql: str) -> None:
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(sql)
-
-
-def _pg_url(name: str) -> str:
-    return PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1) + f"/{name}"
-
-
 def table_counts(url: str) -> dict[str, int]:
     """Rows in every table of the database (the "database unchanged" check)."""
     engine = make_engine(url)
@@ -539,13 +534,8 @@ def seed(url: str, folder: Path) -> None:
 
 @pytest.fixture(scope="module")
 def pg_template() -> Iterator[str]:
-    name = f"medrev_badtpl_{uuid.uuid4().hex[:10]}"
-    _pg(f'CREATE DATABASE "{name}"')
-    engine = make_engine(_pg_url(name))
-    upgrade(engine)
-    engine.dispose()
-    yield name
-    _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with migrated_template("medrev_badtpl") as name:
+        yield name
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -557,15 +547,13 @@ def database(request, tmp_path) -> Iterator[str]:
         yield url
         dispose_engines()
         return
-    name = f"medrev_bad_{uuid.uuid4().hex[:12]}"
-    _pg(f'CREATE DATABASE "{name}" TEMPLATE "{request.getfixturevalue("pg_template")}"')
-    url = _pg_url(name)
-    try:
-        seed(url, tmp_path / "seed")
-        yield url
-    finally:
-        dispose_engines()
-        _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database("medrev_bad", template=request.getfixturevalue("pg_template")) as name:
+        url = pg_url(name)
+        try:
+            seed(url, tmp_path / "seed")
+            yield url
+        finally:
+            dispose_engines()
 
 
 def _on(case: Case, url: str) -> Case:

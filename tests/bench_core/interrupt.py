@@ -22,10 +22,9 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def interrupt_cli(args: list[str], server, *, after_requests: int, sig: int = signal.SIGKILL) -> tuple[int, str]:
-    """Start ``python -m bench_core ARGS``, send ``sig`` once ``server`` has seen ``after_requests``
-    requests (or the process ended, or 60 s passed), and return (return code, stderr)."""
-    process = subprocess.Popen(
+def start_cli(args: list[str]) -> subprocess.Popen:
+    """``python -m bench_core ARGS`` started in the background, SIGINT as in a terminal, stderr captured."""
+    return subprocess.Popen(
         [sys.executable, "-m", "bench_core", *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -34,6 +33,12 @@ def interrupt_cli(args: list[str], server, *, after_requests: int, sig: int = si
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def interrupt_cli(args: list[str], server, *, after_requests: int, sig: int = signal.SIGKILL) -> tuple[int, str]:
+    """Start ``python -m bench_core ARGS``, send ``sig`` once ``server`` has seen ``after_requests``
+    requests (or the process ended, or 60 s passed), and return (return code, stderr)."""
+    process = start_cli(args)
     deadline = time.monotonic() + 60
     while server.request_count < after_requests and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)

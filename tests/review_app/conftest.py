@@ -8,29 +8,19 @@ Set ``MEDREV_TEST_POSTGRES_URL`` to use another server (an admin URL to its ``po
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 from sqlalchemy import Engine
 
 from review_app.db.engine import make_engine
 from review_app.db.migrate import upgrade
+from tests.postgres_admin import PG_ADMIN, migrated_template, scratch_database
+from tests.postgres_admin import pg_admin as _pg
+from tests.postgres_admin import pg_url as _pg_url
 
-PG_ADMIN = os.environ.get("MEDREV_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
-def _pg(sql: str) -> None:
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(sql)
-
-
-def _pg_url(name: str) -> str:
-    base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
-    return f"{base}/{name}"
+__all__ = ["PG_ADMIN", "_pg", "_pg_url"]  # the server's admin helpers, as the review_app tests import them
 
 
 @pytest.fixture(scope="session")
@@ -46,13 +36,8 @@ def sqlite_template(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def pg_template() -> Iterator[str]:
-    name = f"medrev_tpl_{uuid.uuid4().hex[:10]}"
-    _pg(f'CREATE DATABASE "{name}"')
-    engine = make_engine(_pg_url(name))
-    upgrade(engine)
-    engine.dispose()
-    yield name
-    _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with migrated_template("medrev_tpl") as name:
+        yield name
 
 
 def _sqlite_engine(template: str, tmp_path) -> Engine:
@@ -69,15 +54,12 @@ def engine(request, tmp_path) -> Iterator[Engine]:
         yield engine
         engine.dispose()
         return
-    template = request.getfixturevalue("pg_template")
-    name = f"medrev_t_{uuid.uuid4().hex[:12]}"
-    _pg(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    engine = make_engine(_pg_url(name))
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-        _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database("medrev_t", template=request.getfixturevalue("pg_template")) as name:
+        engine = make_engine(_pg_url(name))
+        try:
+            yield engine
+        finally:
+            engine.dispose()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Real broken databases, one per fault of issue 12 point 7, for the CLI, data-layer and app tests.
+"""Real broken databases, one per fault a deployment meets, for the CLI, data-layer and app tests.
 
 Each builder makes the fault for real (a closed port, a role or database PostgreSQL does not
 have, a missing folder, a folder or a text file where the SQLite file should be, another

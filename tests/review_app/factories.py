@@ -148,6 +148,12 @@ def slots_by_task(engine: Engine, study_name: str, rubric: str) -> dict[int, lis
     return out
 
 
+def b(correct: int, uptake: int, grounding: int, harm: int) -> dict[str, int]:
+    """Rubric B scores in the rubric's dimension order, short enough to write a panel's ratings inline."""
+    return {"final_correctness": correct, "injection_uptake": uptake, "clinical_grounding": grounding,
+            "harm_potential": harm}  # fmt: skip
+
+
 def rate(engine: Engine, assignment, scores: dict[str, int], *, flags=(), comment: str = "", base_revision: int = 0):
     """Submit ``scores`` on an assignment as its reviewer (through the real submit path)."""
     from review_app.rubrics import ScoreSheet, all_rubrics

@@ -1,4 +1,6 @@
-"""Role checks live in the services, by actor (SPEC 2.7), on SQLite and PostgreSQL.
+"""Role checks live in the services, by actor, on SQLite and PostgreSQL.
+
+The rules are those of docs/security.md ("Enforcement in the services: actor=").
 
 The account matrix tries every action on every target role for every acting role, each cell on a
 fresh target account, and compares the whole outcome with the rules written out below: refused

@@ -1,7 +1,7 @@
 import pytest
 from sqlalchemy import text
 
-from review_app.services import accounts
+from review_app.services import accounts, authentication
 from review_app.services.actors import SYSTEM
 from review_app.services.errors import AccountLocked, Conflict, InvalidInput
 
@@ -15,9 +15,9 @@ def _profile(**kw):
 def test_create_and_authenticate(engine):
     user = accounts.create_user(engine, _profile(languages="en; ZH"), password=PASSWORD, actor=SYSTEM)
     assert user.username == "dr.ana" and user.languages == "en,zh"
-    assert accounts.authenticate(engine, "DR.ANA", PASSWORD).id == user.id
-    assert accounts.authenticate(engine, "dr.ana", "wrong password") is None
-    assert accounts.authenticate(engine, "nobody", PASSWORD) is None
+    assert authentication.authenticate(engine, "DR.ANA", PASSWORD).id == user.id
+    assert authentication.authenticate(engine, "dr.ana", "wrong password") is None
+    assert authentication.authenticate(engine, "nobody", PASSWORD) is None
 
 
 def test_password_is_never_stored_or_logged_in_plaintext(engine):
@@ -36,20 +36,20 @@ def test_password_is_never_stored_or_logged_in_plaintext(engine):
 def test_lockout_after_repeated_failures(engine, monkeypatch):
     monkeypatch.setenv("MEDREV_LOCKOUT_ATTEMPTS", "3")
     accounts.create_user(engine, _profile(), password=PASSWORD, actor=SYSTEM)
-    assert accounts.authenticate(engine, "dr.ana", "nope-nope-1") is None
-    assert accounts.authenticate(engine, "dr.ana", "nope-nope-2") is None
+    assert authentication.authenticate(engine, "dr.ana", "nope-nope-1") is None
+    assert authentication.authenticate(engine, "dr.ana", "nope-nope-2") is None
     with pytest.raises(AccountLocked, match="locked"):
-        accounts.authenticate(engine, "dr.ana", "nope-nope-3")
+        authentication.authenticate(engine, "dr.ana", "nope-nope-3")
     with pytest.raises(AccountLocked):
-        accounts.authenticate(engine, "dr.ana", PASSWORD)  # even the right password during the lock
+        authentication.authenticate(engine, "dr.ana", PASSWORD)  # even the right password during the lock
     accounts.set_password(engine, "dr.ana", PASSWORD, actor=SYSTEM)  # a lead resets it
-    assert accounts.authenticate(engine, "dr.ana", PASSWORD) is not None
+    assert authentication.authenticate(engine, "dr.ana", PASSWORD) is not None
 
 
 def test_deactivated_user_cannot_sign_in(engine):
     accounts.create_user(engine, _profile(), password=PASSWORD, actor=SYSTEM)
     accounts.set_active(engine, "dr.ana", False, actor=SYSTEM)
-    assert accounts.authenticate(engine, "dr.ana", PASSWORD) is None
+    assert authentication.authenticate(engine, "dr.ana", PASSWORD) is None
 
 
 @pytest.mark.parametrize(

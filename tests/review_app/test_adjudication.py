@@ -12,16 +12,10 @@ from sqlmodel import select
 from review_app.db.engine import read_session
 from review_app.db.models import Adjudication, AuditEvent
 from review_app.rubrics import get_rubric
-from review_app.services import adjudication
+from review_app.services import adjudication, adjudication_decisions, rating_comparison
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 
-from .factories import add_users, dual_rated_study, rate, slots_by_task
-
-
-def b(correct, uptake, grounding, harm):
-    return {"final_correctness": correct, "injection_uptake": uptake, "clinical_grounding": grounding,
-            "harm_potential": harm}  # fmt: skip
-
+from .factories import add_users, b, dual_rated_study, rate, slots_by_task
 
 # Per task: (slot 1 scores, slot 2 scores)
 PLAN = {
@@ -85,9 +79,9 @@ def test_reasons_give_each_rater_s_score_with_its_label_and_the_summary_names_th
         assert not re.search(r"\bR\d+:? -?\d\b(?! \()", "; ".join(entry.comparison.reasons)), entry.comparison.reasons
 
 
-def _judge_ratings(*scores: tuple[int, int]) -> list[adjudication.Rating]:
+def _judge_ratings(*scores: tuple[int, int]) -> list[rating_comparison.Rating]:
     return [
-        adjudication.Rating(
+        rating_comparison.Rating(
             rater=f"R0{i}",
             slot=i,
             annotation_id=i,
@@ -106,13 +100,13 @@ def test_judge_audit_reasons_and_refusals_use_the_lead_facing_names_and_labels()
     """The lead's side says "Clinician's verdict", as the lead's form does, never the reviewer's "Your verdict"."""
     rubric = get_rubric("judge")
     ratings = _judge_ratings((0, 2), (-1, 1))
-    comparison = adjudication.compare(rubric, ratings)
+    comparison = rating_comparison.compare(rubric, ratings)
     assert comparison.reasons == (
         "differs on Clinician's verdict (R01: 0 (Neutral), R02: -1 (Recognized))",
         "differs on Clinician's confidence (R01: 2 (High), R02: 1 (Moderate))",
     )
     assert comparison.summary() == "Clinician's verdict, Clinician's confidence"
-    far = adjudication.compare(rubric, _judge_ratings((1, 2), (-1, 2)))
+    far = rating_comparison.compare(rubric, _judge_ratings((1, 2), (-1, 2)))
     assert far.reasons == ("2-point difference on Clinician's verdict (R01: 1 (Polluted), R02: -1 (Recognized))",)
     refusals = []
     for status, scores, rationale in (
@@ -121,8 +115,8 @@ def test_judge_audit_reasons_and_refusals_use_the_lead_facing_names_and_labels()
         ("adjudicated", {"clinician_label": 3, "confidence": 2}, ""),
         ("adjudicated", {"clinician_label": 1, "confidence": 2}, ""),
     ):
-        with pytest.raises(adjudication.DecisionError) as refused:
-            adjudication.check_decision(rubric, ratings, status, scores, rationale)
+        with pytest.raises(adjudication_decisions.DecisionError) as refused:
+            adjudication_decisions.check_decision(rubric, ratings, status, scores, rationale)
         refusals.append(str(refused.value))
     assert refusals[0].startswith("the raters disagree on Clinician's verdict, Clinician's confidence;")
     assert refusals[1].endswith("missing: Clinician's confidence")
@@ -133,7 +127,7 @@ def test_judge_audit_reasons_and_refusals_use_the_lead_facing_names_and_labels()
 
 
 def test_the_summary_fits_its_limit_and_counts_the_disputes_left_out():
-    comparison = adjudication.Comparison(
+    comparison = rating_comparison.Comparison(
         n_ratings=2, unanimous=False, consensus=None, differing=(), max_difference=2, worst_case_mismatch=True,
         class_mismatch=True, outcome_classes=(), reasons=(),
         disputes=("worst-case mismatch", "Harm potential (2 apart)", "Injection uptake", "Clinical grounding"),
@@ -146,7 +140,7 @@ def test_the_summary_fits_its_limit_and_counts_the_disputes_left_out():
     for limit in range(30, 90):
         text = comparison.summary(limit)
         assert len(text) <= limit, (limit, text)
-    assert adjudication.Comparison(2, True, {}, (), 0, False, False, (), ()).summary() == ""
+    assert rating_comparison.Comparison(2, True, {}, (), 0, False, False, (), ()).summary() == ""
 
 
 def test_view_shows_both_ratings_under_pseudonyms_and_hides_the_model(rated):
@@ -174,7 +168,7 @@ def test_decision_rules(rated):
     task = tasks["two_points"]
 
     def decide(scores, status, version, rationale="", actor=lead, task=task):
-        return adjudication.adjudicate(
+        return adjudication_decisions.adjudicate(
             engine,
             task,
             actor=actor,
@@ -231,7 +225,7 @@ def test_queue_state_follows_decisions_and_later_edits(rated):
     task = tasks["one_point"]
     # The queue is cached per data version: read before the decision, it must not be served after it.
     assert task in [e.task_id for e in adjudication.disagreement_queue(engine, "s", "B", open_only=True)]
-    adjudication.adjudicate(
+    adjudication_decisions.adjudicate(
         engine, task, actor=lead, final_scores=b(2, 2, 2, 2), status="adjudicated", expected_version=0
     )
     entry = next(e for e in adjudication.disagreement_queue(engine, "s", "B") if e.task_id == task)
@@ -246,12 +240,12 @@ def test_queue_state_follows_decisions_and_later_edits(rated):
 
 def test_auto_unanimous_records_only_agreed_undecided_tasks(rated):
     engine, users, lead, tasks, _slots = rated
-    result = adjudication.auto_unanimous(engine, "s", "B", actor=lead)
+    result = adjudication_decisions.auto_unanimous(engine, "s", "B", actor=lead)
     assert result.recorded == (tasks["unanimous"],) and result.disagreements == 3
-    again = adjudication.auto_unanimous(engine, "s", "B", actor=lead)
+    again = adjudication_decisions.auto_unanimous(engine, "s", "B", actor=lead)
     assert again.recorded == () and again.already_decided == 1
     with pytest.raises(PermissionDenied):
-        adjudication.auto_unanimous(engine, "s", "B", actor=users[1])
+        adjudication_decisions.auto_unanimous(engine, "s", "B", actor=users[1])
     view = adjudication.adjudication_view(engine, tasks["unanimous"], actor=lead)
     assert view.latest.status == "unanimous" and view.latest.final_scores == b(1, 1, 1, 1)
 
@@ -266,7 +260,7 @@ def test_two_leads_adjudicating_the_same_task_at_once(rated):
         def decide(lead_id, task=task, barrier=barrier):
             barrier.wait()
             try:
-                return adjudication.adjudicate(
+                return adjudication_decisions.adjudicate(
                     engine,
                     task,
                     actor=lead_id,
@@ -280,7 +274,7 @@ def test_two_leads_adjudicating_the_same_task_at_once(rated):
 
         with ThreadPoolExecutor(2) as pool:
             outcomes = list(pool.map(decide, list(leads)))
-        won = [o for o in outcomes if isinstance(o, adjudication.AdjudicationRecord)]
+        won = [o for o in outcomes if isinstance(o, adjudication_decisions.AdjudicationRecord)]
         lost = [o for o in outcomes if isinstance(o, Conflict)]
         assert len(won) == 1 and len(lost) == 1, outcomes
         winner = leads[won[0].adjudicator_id]

@@ -1,8 +1,8 @@
 """The vectorised annotations frame is the frame the per-row implementation built, cell for cell.
 
-``_fetch``/``_frame`` used to read typed rows and long-form scores, build a dict per row and place
-every score in a Python loop (most of a lead page's first load at panel scale). The reference
-below is that implementation, kept verbatim; the study exercises everything the frame encodes:
+The reference below reads typed rows and long-form scores, builds a dict per row and places every
+score in a Python loop: too slow for a lead page at panel scale, but plain enough to trust. It is
+kept verbatim; the study exercises everything the frame encodes:
 revisions, scores missing from a row, gold and excluded tasks, reviewers' flags and flagged
 assignments, withdrawn work, both rubrics, a subset of tasks and an empty result. (A score read
 for an annotation the rows did not see is tested in test_annotations.py.)
@@ -34,7 +34,7 @@ from review_app.db.models import (
     utcnow,
 )
 from review_app.rubrics import RUBRIC_B
-from review_app.services import annotations
+from review_app.services import annotation_columns
 from review_app.services.annotations import (
     FLAG_SEPARATOR,
     GOLD_CHOICES,
@@ -269,7 +269,7 @@ def busy_study(engine, tmp_path):
         session.flush()
         for key, value in (("base_validity", 1), ("attack_fidelity", 2)):
             session.add(AnnotationScore(annotation_id=row.id, dimension=key, rubric="A", value=value))
-        # text the frame reads through a JSON array (annotations._context_column) must come back as stored
+        # text the frame reads through a JSON array (annotation_columns.context_column) must come back as stored
         tricky = session.get(Task, a_tasks[0]).item_id
         session.execute(
             update(Item)
@@ -339,7 +339,7 @@ def test_a_subset_of_tasks_and_an_empty_frame(busy_study):
 @pytest.mark.parametrize("spread", [0, 10**9])
 def test_scores_read_by_id_or_as_one_range(busy_study, monkeypatch, spread):
     """Scores of the annotations in force, whether read as the range of their ids or by id (ids far apart)."""
-    monkeypatch.setattr(annotations, "_RANGE_SPREAD", spread)
+    monkeypatch.setattr(annotation_columns, "_RANGE_SPREAD", spread)
     with read_session(busy_study) as session:
         study = get_study_row(session, "s")
         tasks = sorted(set(load_annotations(session, study, gold="include")["task_id"]))

@@ -19,11 +19,12 @@ from sqlalchemy.pool import StaticPool
 from review_app.analysis import AnalysisInputError
 from review_app.db.engine import make_engine
 from review_app.db.errors import DatabaseUnavailable
-from review_app.services import adjudication, compute_workers, quality
+from review_app.services import adjudication, compute_workers, reviewer_monitoring
+from review_app.services.cached_analyses import cached_analysis, study_agreement
 from review_app.services.errors import InvalidInput, NotFound
-from review_app.services.paper_tables import cached_agreement_page
-from review_app.services.study_analysis import cached_analysis, study_agreement
-from review_app.services.study_cache import CACHE, study_frame
+from review_app.services.export.agreement_page import cached_agreement_page
+from review_app.services.study_cache import CACHE
+from review_app.services.study_frames import study_frame
 
 from .factories import rate
 from .test_study_cache import SAFE, WORST, make_study
@@ -67,7 +68,7 @@ def _everything(engine):
     lead = _lead(engine)
     agreement = cached_agreement_page(engine, "main").result
     analysis = cached_analysis(engine, "main")
-    report = quality.cached_quality_report(engine, lead, "main")
+    report = reviewer_monitoring.cached_quality_report(engine, lead, "main")
     queue = adjudication.disagreement_queue(engine, "main", "B", include_unanimous=True)
     return agreement, analysis, report, queue
 

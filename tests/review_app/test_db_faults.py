@@ -1,5 +1,5 @@
 """Database trouble is one sentence: what is wrong, the URL without its password, what to do; exit code 1
-(a fault of the machine, issue 16).
+(a fault of the machine).
 
 Every fault is made for real (see ``db_faults``). The same sentence reaches the app (ui/test_db_faults_app.py).
 A read-only SQLite file still serves reads and refuses saves with the reason.
@@ -24,7 +24,7 @@ from review_app.db.connect import dispose_engines, get_engine, open_database
 from review_app.db.engine import read_only_reason, read_session, write_session
 from review_app.db.errors import DatabaseReadOnly, DatabaseUnavailable
 from review_app.db.models import Reviewer, Study
-from review_app.services import accounts, studies
+from review_app.services import accounts, authentication, studies
 from review_app.services.actors import SYSTEM
 
 from .conftest import _pg, _pg_url
@@ -145,8 +145,8 @@ def test_read_only_sqlite_reads_and_refuses_saves_with_the_reason(how, tmp_path)
     with read_only_file(path) if how == "file-attribute" else nullcontext(f"it is opened with {how}") as reason:
         engine = get_engine(urls[how])
         assert read_only_reason(engine) == reason
-        assert accounts.authenticate(engine, "lead1", "lead-password-1").username == "lead1"  # sign-in works
-        assert accounts.authenticate(engine, "lead1", "wrong password") is None
+        assert authentication.authenticate(engine, "lead1", "lead-password-1").username == "lead1"  # sign-in works
+        assert authentication.authenticate(engine, "lead1", "wrong password") is None
         assert [s.name for s in studies.list_studies(engine)] == ["pilot"]
         with pytest.raises(DatabaseReadOnly) as refused:
             studies.create_study(engine, "second", rubrics=["A"], actor=SYSTEM)

@@ -1,7 +1,7 @@
 """The demo study's harm model is one a new lead can read: it converges and every standard error is finite.
 
-Issue 18: the demo used to give a harm model with separated levels (a content type without a worst
-case, a clarity stratum with one annotation), reported as "not estimable". The demo now simulates
+A harm model with separated levels (a content type without a worst case, a clarity stratum with
+one annotation) is reported as "not estimable", which is no way to meet the app. The demo simulates
 reviews with item-level falsehood clarity, reviewer severity and a 45-item pool, so every level of
 every factor has worst-case and other outcomes. Checked at the service level, on a freshly seeded demo.
 """

@@ -18,16 +18,18 @@ from review_app.rubrics import RUBRIC_A, RUBRIC_B
 from review_app.services import (
     accounts,
     adjudication,
+    adjudication_decisions,
     assignment,
     compute_workers,
     export,
-    export_latex,
-    export_tables,
     studies,
 )
 from review_app.services.actors import SYSTEM
 from review_app.services.annotations import annotations_frame
 from review_app.services.errors import InvalidInput
+from review_app.services.export import codebook
+from review_app.services.export import latex as export_latex
+from review_app.services.export import tables as export_tables
 from review_app.services.study_analysis import analyse
 
 from .factories import rate, seed_items, seed_responses, slots_by_task
@@ -78,7 +80,7 @@ def build_study(engine, tmp_path, *, name="pub", units=24, rubrics=("A", "B"), u
                 rate(engine, slot, scores, comment=next(comments, ""), flags=["disputed_gold"] * (rng.random() < 0.2))
     queue = adjudication.disagreement_queue(engine, name, rubrics[-1])
     if queue:
-        adjudication.adjudicate(
+        adjudication_decisions.adjudicate(
             engine,
             queue[0].task_id,
             actor=lead,
@@ -287,7 +289,7 @@ def test_a_failed_export_leaves_no_folder_and_existing_folders_are_refused(engin
     def boom(*_args, **_kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(export, "_codebook_markdown", boom)
+    monkeypatch.setattr(codebook, "markdown", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         export.export_study(engine, "pub", out, n_boot=20)
     assert not out.exists() and list(out.parent.iterdir()) == []
@@ -344,7 +346,7 @@ def test_labels_take_the_final_value_by_the_documented_rule(engine, tmp_path):
     for a, harm in zip(slots[t_pending], (1, 2), strict=True):
         rate(engine, a, b | {"harm_potential": harm})
     rate(engine, slots[t_single][0], b | {"final_correctness": 0})
-    adjudication.adjudicate(engine, t_adjudicated, actor=lead, final_scores=b | {"harm_potential": 1},
+    adjudication_decisions.adjudicate(engine, t_adjudicated, actor=lead, final_scores=b | {"harm_potential": 1},
                             status="adjudicated", rationale="moderate", expected_version=0)  # fmt: skip
     result = export.export_study(engine, "s", tmp_path / "out", formats="csv", n_boot=20, pending="include")
     labels = pd.read_csv(result.out_dir / "adjudicated_labels_B.csv", dtype=str, keep_default_na=False)

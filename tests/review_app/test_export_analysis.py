@@ -26,8 +26,9 @@ from review_app.analysis.formatting import (
 )
 from review_app.analysis.harm_model import fit_random_intercept_logit
 from review_app.cli import app
-from review_app.services import export, export_latex
-from review_app.services.study_analysis import AnalysisOptions, save_analysis_options
+from review_app.services import export
+from review_app.services.analysis_options import AnalysisOptions, save_analysis_options
+from review_app.services.export import latex as export_latex
 
 from .test_export import build_study
 

@@ -24,9 +24,9 @@ from review_app.db.engine import read_session
 from review_app.db.models import Assignment
 from review_app.demo import DEMO_JUDGE_STUDY, DEMO_STUDY, seed_demo
 from review_app.rubrics import get_rubric
-from review_app.services import export, quality
+from review_app.services import export, gold_tasks, reviewer_monitoring
 from review_app.services.accounts import get_user
-from review_app.services.export_tables import QUALITY_COLUMNS
+from review_app.services.export.tables import QUALITY_COLUMNS
 
 from .factories import rate
 
@@ -49,9 +49,9 @@ def demo(demo_file, tmp_path):
     shutil.copyfile(demo_file, path)
     engine = get_engine(f"sqlite:///{path}")
     lead = get_user(engine, "lead01")
-    task_id = next(t for t, _unit, rubric in quality.unrated_tasks(engine, lead, DEMO_STUDY) if rubric == "B")
+    task_id = next(t for t, _unit, rubric in gold_tasks.unrated_tasks(engine, lead, DEMO_STUDY) if rubric == "B")
     worst = dict.fromkeys(get_rubric("B").dimension_keys, 0)
-    quality.mark_gold(engine, lead, DEMO_STUDY, task_id, expected_scores=worst)
+    gold_tasks.mark_gold(engine, lead, DEMO_STUDY, task_id, expected_scores=worst)
     with read_session(engine) as session:
         slot = session.exec(select(Assignment).where(Assignment.task_id == task_id)).first()
     rate(engine, slot, worst | {"harm_potential": 1})
@@ -108,7 +108,7 @@ def test_the_export_holds_the_quality_table_with_its_codebook_entry_under_pseudo
 def test_the_exported_numbers_are_the_reviewers_quality_pages(demo, tmp_path):
     """With pending tasks included (the page counts them), every reviewer's row is the page's row."""
     engine, lead = demo
-    page = quality.quality_report(engine, lead, DEMO_STUDY).table(real_names=False).set_index("rater")
+    page = reviewer_monitoring.quality_report(engine, lead, DEMO_STUDY).table(real_names=False).set_index("rater")
     exported = pd.read_csv(_export(engine, tmp_path, pending="include") / "reviewer_quality.csv").set_index("rater")
     assert sorted(exported.index) == sorted(page.index)
     compared = [c for c in page.columns if c in exported.columns]

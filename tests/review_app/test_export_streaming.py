@@ -1,7 +1,7 @@
 """The export streams its large tables in chunks and writes exactly what the in-memory export wrote.
 
-The reference below is the export as it was before streaming: every task read into one list, each
-labels table built as one frame and each file written from a whole frame. The streamed export runs
+The reference below is the export held in memory: every task read into one list, each labels table
+built as one frame and each file written from a whole frame. The streamed export runs
 with chunks of a few rows, so every table spans many chunks (and the labels many database batches).
 """
 
@@ -23,9 +23,12 @@ from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.layout import is_text_dtype
 from review_app.rubrics import get_rubric
 from review_app.services import compute_workers, export
-from review_app.services.adjudication import latest_adjudications
+from review_app.services.adjudication_decisions import latest_adjudications
 from review_app.services.annotations import adjudicator_labels, get_study_row, load_annotations
-from review_app.services.export_tables import escape_csv_cell, iso_utc, json_value, labels_table, raw_annotations_table
+from review_app.services.export import files as export_files
+from review_app.services.export import snapshot as export_snapshot
+from review_app.services.export.labels import labels_table
+from review_app.services.export.tables import escape_csv_cell, iso_utc, json_value, raw_annotations_table
 
 from .test_export import build_study
 
@@ -37,7 +40,7 @@ def _reference_write(frame: pd.DataFrame, path: Path, fmt: str) -> None:
     with no value at all is text, as in a streamed file whose first chunk has none).
     """
     if fmt == "parquet":
-        schema = export.parquet_schema(frame, null_as_text=True)
+        schema = export_files.parquet_schema(frame, null_as_text=True)
         pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), path)
         return
     text = frame.copy()
@@ -57,7 +60,7 @@ def _reference_write(frame: pd.DataFrame, path: Path, fmt: str) -> None:
 
 def _reference_tables(engine, study_name: str, folder: Path) -> list[str]:
     """Labels and raw annotations as the in-memory export built them, written to ``folder``."""
-    with export.snapshot_session(engine) as session:
+    with export_snapshot.snapshot_session(engine) as session:
         study = get_study_row(session, study_name)
         frame = load_annotations(session, study, pseudonymise=True)
         decisions = latest_adjudications(session, study.id)
@@ -65,10 +68,10 @@ def _reference_tables(engine, study_name: str, folder: Path) -> list[str]:
         tables = []
         for key in study.rubric_keys:
             rubric = get_rubric(key)
-            keys = (*export._TASK_KEYS, "target_raters")
+            keys = (*export_snapshot.TASK_KEYS, "target_raters")
             if rubric.needs_response:
                 keys = (*keys, C.model, "condition", C.auto_label)
-            rows = session.execute(export._tasks_query(study.id, rubric))
+            rows = session.execute(export_snapshot.tasks_query(study.id, rubric))
             tasks = [dict(zip(keys, row, strict=True)) for row in rows]
             tables.append(labels_table(key, tasks, frame.loc[frame[C.rubric] == key], decisions, adjudicators))
         tables.append(raw_annotations_table(frame, study.rubric_keys))
@@ -94,7 +97,7 @@ def test_streamed_export_is_identical_to_the_in_memory_export(engine, tmp_path, 
     reference = tmp_path / "reference"
     reference.mkdir()
     names = _reference_tables(engine, "pub", reference)
-    monkeypatch.setattr(export, "CHUNK_ROWS", chunk)
+    monkeypatch.setattr(export_files, "CHUNK_ROWS", chunk)
     seen: list[tuple[float, str]] = []
     result = export.export_study(engine, "pub", tmp_path / "out", n_boot=20, progress=lambda f, t: seen.append((f, t)))
     for name in names:
@@ -113,7 +116,7 @@ def test_streamed_and_single_chunk_exports_match_file_for_file(engine, tmp_path,
     build_study(engine, tmp_path, units=12)
     outputs = {}
     for chunk in (4, 1_000_000):
-        monkeypatch.setattr(export, "CHUNK_ROWS", chunk)
+        monkeypatch.setattr(export_files, "CHUNK_ROWS", chunk)
         archive = export.export_archive(engine, "pub", n_boot=20)
         folder = tmp_path / f"chunk{chunk}"
         with zipfile.ZipFile(io.BytesIO(archive.data)) as handle:
@@ -162,7 +165,7 @@ def test_table_file_writes_what_the_in_memory_writer_wrote_for_awkward_values(tm
             for chunk in (1, 4, len(table)):
                 folder = tmp_path / f"{name}-{fmt}-{chunk}"
                 folder.mkdir()
-                out = export.TableFile(folder, "table", fmt)
+                out = export_files.TableFile(folder, "table", fmt)
                 for start in range(0, len(table), chunk):
                     out.write(table.iloc[start : start + chunk])
                 path = out.close(empty=table.iloc[:0])
@@ -170,9 +173,9 @@ def test_table_file_writes_what_the_in_memory_writer_wrote_for_awkward_values(tm
         for chunk in (1, 4, len(table)):  # both formats from each chunk at once: the same bytes
             folder = tmp_path / f"{name}-both-{chunk}"
             folder.mkdir()
-            outputs = [export.TableFile(folder, "table", fmt) for fmt in ("csv", "jsonl")]
+            outputs = [export_files.TableFile(folder, "table", fmt) for fmt in ("csv", "jsonl")]
             for start in range(0, len(table), chunk):
-                export.write_chunk(outputs, table.iloc[start : start + chunk])
+                export_files.write_chunk(outputs, table.iloc[start : start + chunk])
             for out in outputs:
                 path = out.close(empty=table.iloc[:0])
                 assert path.read_bytes() == references[out.fmt].read_bytes(), (name, out.fmt, chunk)
@@ -180,7 +183,7 @@ def test_table_file_writes_what_the_in_memory_writer_wrote_for_awkward_values(tm
 
 def test_table_file_writes_one_header_when_the_first_chunk_is_empty(tmp_path):
     frame = pd.DataFrame({"a": pd.array([1, 2], dtype="Int64"), "b": ["x", "y"]})
-    out = export.TableFile(tmp_path, "table", "csv")
+    out = export_files.TableFile(tmp_path, "table", "csv")
     out.write(frame.iloc[:0])
     out.write(frame)
     assert out.close(empty=frame.iloc[:0]).read_text() == "a,b\n1,x\n2,y\n"
@@ -213,7 +216,7 @@ def test_table_file_rows_sharing_most_cells_are_the_in_memory_writer_s_bytes(tmp
             for chunk in (3, len(table)):
                 folder = tmp_path / f"{name}-{fmt}-{chunk}"
                 folder.mkdir()
-                out = export.TableFile(folder, "table", fmt)
+                out = export_files.TableFile(folder, "table", fmt)
                 for start in range(0, len(table), chunk):
                     out.write(table.iloc[start : start + chunk])
                 assert out.close(empty=table.iloc[:0]).read_bytes() == reference.read_bytes(), (name, fmt, chunk)

@@ -1,4 +1,4 @@
-"""Issue 18 in the services, on SQLite and PostgreSQL: flags reach the study's lead and are answered,
+"""Task flags in the services, on SQLite and PostgreSQL: flags reach the study's lead and are answered,
 excluded tasks leave the analyses and exports, only a lead of THIS study (or an admin) adjudicates,
 exports, changes the analysis options or answers flags, the export states the pending tasks, and
 progress reports throughput, pairs and reviewers far behind.
@@ -15,16 +15,21 @@ from sqlmodel import select
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import Assignment, AuditEvent, Task, TaskFlag
 from review_app.rubrics import get_rubric
-from review_app.services import adjudication, export, flags, progress, reviewing, studies
+from review_app.services import (
+    adjudication,
+    adjudication_decisions,
+    export,
+    flags,
+    progress,
+    rating_comparison,
+    reviewing,
+    studies,
+)
 from review_app.services.actors import SYSTEM
+from review_app.services.analysis_options import AnalysisOptions, analysis_options, save_analysis_options
 from review_app.services.annotations import annotations_frame
 from review_app.services.errors import InvalidInput, NotFound, PermissionDenied
-from review_app.services.study_analysis import (
-    AnalysisOptions,
-    analysis_options,
-    data_version,
-    save_analysis_options,
-)
+from review_app.services.study_analysis import PENDING_RULE, data_version
 
 from .factories import add_users, dual_rated_study, rate, slots_by_task
 
@@ -129,10 +134,10 @@ def test_only_a_lead_of_this_study_or_an_admin_touches_its_flags_decisions_expor
         "flag queue": lambda: flags.flag_queue(engine, "s", actor=actor),
         "answer flag": lambda: flags.answer_flag(engine, flag_id, "exclude", actor=actor),
         "adjudication view": lambda: adjudication.adjudication_view(engine, task, actor=actor),
-        "adjudicate": lambda: adjudication.adjudicate(
+        "adjudicate": lambda: adjudication_decisions.adjudicate(
             engine, task, actor=actor, final_scores=b(2, 2, 2, 1), status="adjudicated", expected_version=0
         ),
-        "auto unanimous": lambda: adjudication.auto_unanimous(engine, "s", "B", actor=actor),
+        "auto unanimous": lambda: adjudication_decisions.auto_unanimous(engine, "s", "B", actor=actor),
         "export": lambda: export.export_study(engine, "s", tmp_path / f"x-{who}", formats="csv", actor=actor),
         "archive": lambda: export.export_archive(engine, "s", formats="csv", actor=actor),
         "pending count": lambda: export.pending_tasks(engine, "s", actor=actor),
@@ -153,7 +158,7 @@ def test_only_a_lead_of_this_study_or_an_admin_touches_its_flags_decisions_expor
         assert len(flags.flag_queue(engine, "s", actor=allowed)) == 1
         assert adjudication.adjudication_view(engine, task, actor=allowed).task_id == task
         assert export.pending_tasks(engine, "s", actor=allowed) >= 0
-    record = adjudication.adjudicate(
+    record = adjudication_decisions.adjudicate(
         engine, task, actor=admin, final_scores=b(2, 2, 2, 2), status="adjudicated", expected_version=0
     )
     assert record.adjudicator_id == admin.id
@@ -169,7 +174,7 @@ def test_adjudication_names_the_field_a_refusal_is_about(study):
     for assignment, harm in zip(slots[task], (0, 2), strict=True):
         rate(engine, assignment, b(2, 2, 2, harm))
     view = adjudication.adjudication_view(engine, task, actor=lead)
-    assert adjudication.agreed_dimensions("B", view.ratings) == {k: 2 for k in B[:3]}
+    assert rating_comparison.agreed_dimensions("B", view.ratings) == {k: 2 for k in B[:3]}
     cases = [
         ({**b(2, 2, 2, 0), "harm_potential": None}, "adjudicated", "", ("harm_potential",), "missing: Harm"),
         (b(2, 2, 1, 2), "adjudicated", "", ("rationale", "clinical_grounding"), "overrides every rater"),
@@ -177,13 +182,13 @@ def test_adjudication_names_the_field_a_refusal_is_about(study):
         (None, "unresolved", "", ("rationale",), "why the task stays unresolved"),
     ]
     for scores, status, rationale, fields, text in cases:
-        with pytest.raises(adjudication.DecisionError, match=text) as error:
-            adjudication.adjudicate(
+        with pytest.raises(adjudication_decisions.DecisionError, match=text) as error:
+            adjudication_decisions.adjudicate(
                 engine, task, actor=lead, final_scores=scores, status=status, rationale=rationale, expected_version=0
             )
         assert error.value.fields == fields
     # Agreed dimensions as the raters gave them, the disputed one decided for a rater: no rationale needed.
-    record = adjudication.adjudicate(
+    record = adjudication_decisions.adjudicate(
         engine, task, actor=lead, final_scores=b(2, 2, 2, 0), status="adjudicated", expected_version=0
     )
     assert record.final_scores == b(2, 2, 2, 0)
@@ -203,7 +208,7 @@ def test_export_states_pending_tasks_and_can_leave_them_out(study, tmp_path):
     assert "3 tasks are still pending" in manifest["notes"][0] and "included" in manifest["notes"][0]
     left = export.export_study(engine, "s", tmp_path / "left", formats="csv", n_boot=20, actor=lead)  # the default
     manifest = json.loads((left.out_dir / "manifest.json").read_text())
-    assert manifest["pending"] == {"tasks": 3, "excluded": True, "rule": export.PENDING_RULE}
+    assert manifest["pending"] == {"tasks": 3, "excluded": True, "rule": PENDING_RULE}
     assert manifest["counts"]["tasks"] == 1 and manifest["counts"]["annotations_in_force"] == 2
     raw = (left.out_dir / "raw_annotations.csv").read_text()
     assert all(f"\n{t}," not in raw for t in tasks[1:])

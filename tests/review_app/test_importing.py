@@ -1,6 +1,7 @@
 """Imports are transactional and idempotent; bad files are refused whole with file, line and field."""
 
 import json
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func
@@ -67,8 +68,7 @@ def test_bad_item_file_is_refused_whole(engine, tmp_path, bad, field, message):
 
 
 def test_missing_columns_in_csv(engine, tmp_path):
-    path = tmp_path / "items.csv"
-    path.write_text("id,question\nq1,What?\n")
+    path = _csv(tmp_path, "id,question\nq1,What?\n", "items.csv")
     with pytest.raises(ImportRefused, match=r"items.csv:2: field 'answer'"):
         importing.import_items(engine, path, actor=SYSTEM)
     assert _counts(engine)[0] == 0
@@ -124,9 +124,15 @@ ROSTER = (
 )
 
 
+def _csv(tmp_path: Path, text: str = ROSTER, name: str = "roster.csv") -> Path:
+    """A CSV file (a roster unless named otherwise) holding ``text`` in the test's folder."""
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
 def test_roster_import_is_idempotent(engine, tmp_path):
-    path = tmp_path / "roster.csv"
-    path.write_text(ROSTER)
+    path = _csv(tmp_path)
     assert importing.import_roster(engine, path, actor=SYSTEM).new == 3
     again = importing.import_roster(engine, path, actor=SYSTEM)
     assert (again.new, again.unchanged, again.updated) == (0, 3, 0)
@@ -145,8 +151,7 @@ def test_roster_import_is_idempotent(engine, tmp_path):
     ],
 )
 def test_bad_roster_is_refused_whole(engine, tmp_path, line, field, message):
-    path = tmp_path / "roster.csv"
-    path.write_text(ROSTER + line + "\n")
+    path = _csv(tmp_path, ROSTER + line + "\n")
     with pytest.raises(ImportRefused) as caught:
         importing.import_roster(engine, path, actor=SYSTEM)
     (issue,) = caught.value.issues
@@ -155,15 +160,13 @@ def test_bad_roster_is_refused_whole(engine, tmp_path, line, field, message):
 
 
 def test_roster_with_passwords_is_refused(engine, tmp_path):
-    path = tmp_path / "roster.csv"
-    path.write_text("username,display_name,role,password\nrev01,One,reviewer,hunter2\n")
+    path = _csv(tmp_path, "username,display_name,role,password\nrev01,One,reviewer,hunter2\n")
     with pytest.raises(ImportRefused, match="must not carry passwords"):
         importing.import_roster(engine, path, actor=SYSTEM)
 
 
 def test_detect_kind(tmp_path, sample_dir):
-    roster = tmp_path / "r.csv"
-    roster.write_text(ROSTER)
+    roster = _csv(tmp_path, ROSTER, "r.csv")
     responses = write_jsonl(tmp_path / "resp.jsonl", response_rows(GOOD[:1]))
     assert importing.detect_kind(roster) == "roster"
     assert importing.detect_kind(responses) == "responses"
@@ -179,8 +182,7 @@ def test_dry_run_validates_and_counts_but_writes_nothing(engine, tmp_path, sampl
     before = _counts(engine)
     (summary,) = importing.import_path(engine, sample_dir, dry_run=True, actor=SYSTEM)
     assert (summary.kind, summary.new) == ("items", 7)
-    roster = tmp_path / "roster.csv"
-    roster.write_text(ROSTER)
+    roster = _csv(tmp_path)
     assert importing.import_roster(engine, roster, dry_run=True, actor=SYSTEM).new == 3
     assert _counts(engine) == before
     importing.import_items(engine, sample_dir, actor=SYSTEM)
@@ -188,11 +190,9 @@ def test_dry_run_validates_and_counts_but_writes_nothing(engine, tmp_path, sampl
 
 
 def test_roster_reimport_with_fewer_columns_keeps_the_other_fields(engine, tmp_path):
-    full = tmp_path / "roster.csv"
-    full.write_text(ROSTER)
+    full = _csv(tmp_path)
     importing.import_roster(engine, full, actor=SYSTEM)
-    short = tmp_path / "short.csv"
-    short.write_text("username,display_name\nrev01,Dr One Renamed\nrev02,Dr Two\n")
+    short = _csv(tmp_path, "username,display_name\nrev01,Dr One Renamed\nrev02,Dr Two\n", "short.csv")
     summary = importing.import_roster(engine, short, actor=SYSTEM)
     assert (summary.new, summary.updated, summary.unchanged) == (0, 1, 1)
     one, two = accounts.get_user(engine, "rev01"), accounts.get_user(engine, "rev02")
@@ -208,30 +208,25 @@ def test_roster_reimport_with_fewer_columns_keeps_the_other_fields(engine, tmp_p
 
 
 def test_roster_empty_cell_clears_an_optional_field_but_never_a_required_one(engine, tmp_path):
-    full = tmp_path / "roster.csv"
-    full.write_text(ROSTER)
+    full = _csv(tmp_path)
     importing.import_roster(engine, full, actor=SYSTEM)
-    clear = tmp_path / "clear.csv"
-    clear.write_text("username,profession,years\nrev02,,\n")
+    clear = _csv(tmp_path, "username,profession,years\nrev02,,\n", "clear.csv")
     assert importing.import_roster(engine, clear, actor=SYSTEM).updated == 1
     two = accounts.get_user(engine, "rev02")
     assert (two.profession, two.years_experience, two.country, two.languages) == ("", None, "China", "en,zh")
-    bad = tmp_path / "bad.csv"
-    bad.write_text("username,role\nrev02,\n")
+    bad = _csv(tmp_path, "username,role\nrev02,\n", "bad.csv")
     with pytest.raises(ImportRefused) as caught:
         importing.import_roster(engine, bad, actor=SYSTEM)
     (issue,) = caught.value.issues
     assert (issue.line, issue.field) == (2, "role") and "cannot be emptied" in issue.message
-    new = tmp_path / "new.csv"
-    new.write_text("username,languages\nrev09,en\n")
+    new = _csv(tmp_path, "username,languages\nrev09,en\n", "new.csv")
     with pytest.raises(ImportRefused, match="missing display_name for a new account"):
         importing.import_roster(engine, new, actor=SYSTEM)
 
 
 def test_roster_import_obeys_the_role_rules_of_the_importer(engine, tmp_path):
     """The reported escalation: a lead's roster set the lead's own role to admin."""
-    full = tmp_path / "roster.csv"
-    full.write_text(ROSTER)
+    full = _csv(tmp_path)
     importing.import_roster(engine, full, actor=SYSTEM)
     lead = Actor(accounts.get_user(engine, "lead01").id)
     studies.create_study(engine, "S", rubrics=["A"], actor=lead)
@@ -251,8 +246,11 @@ def test_roster_import_obeys_the_role_rules_of_the_importer(engine, tmp_path):
         assert (issue.line, issue.field) == (2, field) and message in issue.message, (text, issue)
     assert accounts.get_user(engine, "lead01").role == "lead"
     assert accounts.get_user(engine, "rev01").role == "reviewer"
-    mine = tmp_path / "mine.csv"
-    mine.write_text("username,display_name,role,country\nrev01,Dr One,reviewer,Chile\nrev03,Dr Three,reviewer,Peru\n")
+    mine = _csv(
+        tmp_path,
+        "username,display_name,role,country\nrev01,Dr One,reviewer,Chile\nrev03,Dr Three,reviewer,Peru\n",
+        "mine.csv",
+    )
     summary = importing.import_roster(engine, mine, actor=lead)
     assert (summary.new, summary.updated) == (1, 1) and summary.reviewers == ("rev01", "rev03")
     with pytest.raises(PermissionDenied, match="needs a lead or admin"):
@@ -261,20 +259,18 @@ def test_roster_import_obeys_the_role_rules_of_the_importer(engine, tmp_path):
         engine, accounts.UserProfile(username="adm", display_name="A", role="admin"), actor=SYSTEM
     )
     before = accounts.get_user(engine, "rev02").session_version
-    promote = tmp_path / "promote.csv"
-    promote.write_text("username,role\nrev02,lead\n")
+    promote = _csv(tmp_path, "username,role\nrev02,lead\n", "promote.csv")
     assert importing.import_roster(engine, promote, actor=Actor(admin.id)).updated == 1
     assert accounts.get_user(engine, "rev02").session_version == before + 1  # a role change ends open sessions
 
 
 def test_roster_summary_names_only_reviewers_for_enrolment(engine, tmp_path):
-    path = tmp_path / "roster.csv"
-    path.write_text(ROSTER)
+    path = _csv(tmp_path)
     summary = importing.import_roster(engine, path, actor=SYSTEM)
     assert summary.usernames == ("rev01", "rev02", "lead01") and summary.reviewers == ("rev01", "rev02")
 
 
-# ---------------------------------------------------------------- issue 16: strict by default, --skip-bad-rows
+# ---------------------------------------------------------------- strict by default, --skip-bad-rows
 
 
 def test_skip_bad_rows_imports_the_good_items_and_names_each_bad_one(engine, tmp_path):
@@ -320,8 +316,7 @@ def test_skip_bad_rows_for_responses_and_roster(engine, tmp_path):
         importing.import_responses(engine, path, actor=SYSTEM)
     summary = importing.import_responses(engine, path, actor=SYSTEM, skip_bad_rows=True)
     assert (summary.new, [(i.line, i.field) for i in summary.skipped]) == (1, [(2, "model")])
-    roster = tmp_path / "roster.csv"
-    roster.write_text("username,display_name,role\nnew1,New One,reviewer\nnew2,New Two,superuser\n")
+    roster = _csv(tmp_path, "username,display_name,role\nnew1,New One,reviewer\nnew2,New Two,superuser\n")
     summary = importing.import_roster(engine, roster, actor=SYSTEM, skip_bad_rows=True)
     assert summary.usernames == ("new1",) and [(i.line, i.field) for i in summary.skipped] == [(3, "role")]
 
@@ -330,8 +325,7 @@ def test_a_refused_account_rule_leaves_nothing_of_its_row_when_skipping(engine, 
     lead = accounts.create_user(
         engine, accounts.UserProfile(username="lead1", display_name="Lead", role="lead"), actor=SYSTEM
     )
-    roster = tmp_path / "roster.csv"
-    roster.write_text("username,display_name,role\nnew1,New One,reviewer\nboss,Boss,admin\n")
+    roster = _csv(tmp_path, "username,display_name,role\nnew1,New One,reviewer\nboss,Boss,admin\n")
     summary = importing.import_roster(engine, roster, actor=Actor(lead.id), skip_bad_rows=True)
     assert summary.usernames == ("new1",) and summary.skipped[0].line == 3
     with read_session(engine) as session:
@@ -339,8 +333,7 @@ def test_a_refused_account_rule_leaves_nothing_of_its_row_when_skipping(engine, 
 
 
 def test_roster_with_a_new_study_is_one_transaction(engine, tmp_path):
-    roster = tmp_path / "roster.csv"
-    roster.write_text("username,display_name,role\nnew1,New One,reviewer\nnew2,New Two,reviewer\n")
+    roster = _csv(tmp_path, "username,display_name,role\nnew1,New One,reviewer\nnew2,New Two,reviewer\n")
     before = _counts(engine)
     with pytest.raises(importing.InvalidInput, match="at most 200"):
         importing.import_into_study(engine, roster, study="s" * 300, actor=SYSTEM)

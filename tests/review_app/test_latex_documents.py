@@ -69,12 +69,12 @@ def _bench_tables(tmp_path) -> dict[str, str]:
 def _healthcontradict_and_trojan_tables() -> dict[str, str]:
     """HealthContradict and retracted-paper report tables, with model names full of special characters."""
     from bench_core.healthcontradict import report as report_healthcontradict
-    from bench_core.healthcontradict.data import HCInstance
+    from bench_core.healthcontradict.items import HCInstance
     from bench_core.healthcontradict.metrics import healthcontradict_report
     from bench_core.healthcontradict.run import HCRunData
     from bench_core.trojan import report as report_trojan
     from bench_core.trojan.metrics import trojan_report
-    from bench_core.trojan.run import TrojanRunData
+    from bench_core.trojan.traces import TrojanRunData
     from tests.bench_core.healthcontradict.test_metrics import GOLD, TOPIC, _predictions
     from tests.bench_core.trojan.test_report import _trace
 
@@ -96,7 +96,7 @@ def _judge_audit_tables() -> dict[str, str]:
     import pandas as pd
 
     from review_app.analysis.agreement import agreement
-    from review_app.services.export_latex import judge_audit_latex
+    from review_app.services.export.latex import judge_audit_latex
     from review_app.services.judge_audit import LABELS, JudgeAuditSummary
 
     judge, clinician = [-1, -1, 0, 0, 1, 1, 1, 0], [-1, 0, 0, 0, 1, 1, -1, 0]

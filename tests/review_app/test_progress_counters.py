@@ -4,8 +4,8 @@ The Progress page reads ``progress_cell``, ``assignment_tally`` and ``task.submi
 instead of aggregating every task and assignment. These tests drive a study through every write
 path that changes what the page counts (pool draw, assignment, submit, edit, skip, flag, unflag,
 reassignment of a leaving reviewer, a second pool draw, and raw SQL: a task's target changed,
-assignments and a task deleted) and after each step compare the service's answer with the scan
-the page used to run (kept here as the reference), on SQLite and PostgreSQL. A database migrated
+assignments and a task deleted) and after each step compare the service's answer with a full
+scan of the tasks and assignments (kept here as the reference), on SQLite and PostgreSQL. A database migrated
 from revision 0006 with work already in it gets the same counters from the migration's backfill.
 """
 

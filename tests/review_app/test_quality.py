@@ -16,20 +16,24 @@ from sqlmodel import select
 from review_app.analysis.reviewer_quality import QualityThresholds
 from review_app.db.engine import read_session
 from review_app.db.models import AuditEvent, GoldTask
-from review_app.services import adjudication, assignment, planning, quality, reviewing, studies
+from review_app.services import (
+    adjudication,
+    adjudication_decisions,
+    assignment,
+    gold_tasks,
+    planning,
+    review_queue,
+    reviewer_monitoring,
+    reviewing,
+    studies,
+)
 from review_app.services.actors import SYSTEM
 from review_app.services.annotations import annotations_frame
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from review_app.services.export import export_study
 from review_app.services.study_analysis import data_version, study_analysis
 
-from .factories import add_users, rate, seed_items, seed_responses, slots_by_task
-
-
-def b(correct, uptake, grounding, harm):
-    return {"final_correctness": correct, "injection_uptake": uptake, "clinical_grounding": grounding,
-            "harm_potential": harm}  # fmt: skip
-
+from .factories import add_users, b, rate, seed_items, seed_responses, slots_by_task
 
 WORST, SAFE = b(0, 0, 0, 0), b(2, 2, 2, 2)
 T = TypeVar("T")
@@ -49,7 +53,7 @@ def setup(engine, tmp_path):
     for k, (_task, slots) in enumerate(sorted(slots_by_task(engine, "pilot", "B").items())):
         for slot in slots:
             rate(engine, slot, WORST if k % 2 else SAFE)
-    adjudication.auto_unanimous(engine, "pilot", "B", actor=lead)
+    adjudication_decisions.auto_unanimous(engine, "pilot", "B", actor=lead)
     studies.create_study(engine, "main", rubrics=["B"], actor=SYSTEM)
     studies.set_study_lead(engine, "main", lead.username, actor=SYSTEM)
     studies.draw_pool(engine, "main", 8, seed=2, actor=SYSTEM)
@@ -66,12 +70,12 @@ def _main_tasks(engine):
 
 def test_gold_from_another_studys_decisions_is_left_out_of_every_analysis(setup, tmp_path):
     engine, _reviewers, lead = setup
-    candidates = quality.gold_candidates(engine, lead, "main")
+    candidates = gold_tasks.gold_candidates(engine, lead, "main")
     assert len(candidates) == 8 and {c.source_study for c in candidates} == {"pilot"}
     assert {c.status for c in candidates} == {"unanimous"}
     chosen = candidates[:3]
     for candidate in chosen:
-        info = quality.mark_gold(engine, lead, "main", candidate.task_id)
+        info = gold_tasks.mark_gold(engine, lead, "main", candidate.task_id)
         assert info.source == "adjudication" and info.expected_scores == candidate.expected_scores
     version = data_version(engine, "main")
     assignment.assign(engine, "main", raters=2, dual_share=1.0, actor=SYSTEM)
@@ -99,7 +103,7 @@ def test_gold_from_another_studys_decisions_is_left_out_of_every_analysis(setup,
     for task_id in gold_ids:
         assert f"\n{task_id}," not in exported and f"\n{task_id}," not in raw
     # The reviewer-quality report is where the gold ratings go.
-    report = quality.quality_report(engine, lead, "main")
+    report = reviewer_monitoring.quality_report(engine, lead, "main")
     table = report.table().set_index("rater")
     rated_gold = only.groupby("rater")["task_id"].nunique()
     for username, count in rated_gold.items():
@@ -120,10 +124,10 @@ def test_gold_is_invisible_on_the_review_path(setup):
     slots = slots_by_task(engine, "main", "B")
     task_id, (slot,) = next(iter(sorted(slots.items())))
     before = reviewing.open_task(engine, slot.id, slot.reviewer_id)
-    quality.mark_gold(engine, lead, "main", task_id, expected_scores=WORST)
+    gold_tasks.mark_gold(engine, lead, "main", task_id, expected_scores=WORST)
     after = reviewing.open_task(engine, slot.id, slot.reviewer_id)
     assert dataclasses.asdict(before) | {"status": "x"} == dataclasses.asdict(after) | {"status": "x"}
-    queue = reviewing.queue(engine, slot.reviewer_id)
+    queue = review_queue.queue(engine, slot.reviewer_id)
     assert sum(row.open for row in queue) == sum(1 for s in slots.values() if s[0].reviewer_id == slot.reviewer_id)
 
 
@@ -131,37 +135,37 @@ def test_consensus_gold_is_validated_and_audited(setup):
     engine, _reviewers, lead = setup
     task = _main_tasks(engine)[0]
     with pytest.raises(InvalidInput, match="out of range"):
-        quality.mark_gold(engine, lead, "main", task.id, expected_scores=b(3, 0, 0, 0))
+        gold_tasks.mark_gold(engine, lead, "main", task.id, expected_scores=b(3, 0, 0, 0))
     with pytest.raises(InvalidInput, match="missing"):
-        quality.mark_gold(engine, lead, "main", task.id, expected_scores={"final_correctness": 1})
-    info = quality.mark_gold(engine, lead, "main", task.id, expected_scores=b(1, 0, 2, 0))
+        gold_tasks.mark_gold(engine, lead, "main", task.id, expected_scores={"final_correctness": 1})
+    info = gold_tasks.mark_gold(engine, lead, "main", task.id, expected_scores=b(1, 0, 2, 0))
     assert info.source == "consensus" and info.source_task_id is None
     with pytest.raises(Conflict, match="already a gold task"):
-        quality.mark_gold(engine, lead, "main", task.id, expected_scores=SAFE)
-    assert [g.task_id for g in quality.gold_tasks(engine, lead, "main")] == [task.id]
-    assert task.id not in {c.task_id for c in quality.gold_candidates(engine, lead, "main")}
-    assert task.id not in {t[0] for t in quality.unrated_tasks(engine, lead, "main")}
-    quality.unmark_gold(engine, lead, "main", task.id)
+        gold_tasks.mark_gold(engine, lead, "main", task.id, expected_scores=SAFE)
+    assert [g.task_id for g in gold_tasks.gold_tasks(engine, lead, "main")] == [task.id]
+    assert task.id not in {c.task_id for c in gold_tasks.gold_candidates(engine, lead, "main")}
+    assert task.id not in {t[0] for t in gold_tasks.unrated_tasks(engine, lead, "main")}
+    gold_tasks.unmark_gold(engine, lead, "main", task.id)
     with read_session(engine) as session:
         actions = [e.action for e in session.exec(select(AuditEvent).order_by(AuditEvent.id)) if e.entity == "task"]
         assert session.get(GoldTask, task.id) is None
     assert actions[-2:] == ["gold.mark", "gold.unmark"]
     with pytest.raises(NotFound):
-        quality.unmark_gold(engine, lead, "main", task.id)
+        gold_tasks.unmark_gold(engine, lead, "main", task.id)
 
 
 def test_gold_cannot_move_rated_work_in_or_out_of_the_analysis(setup):
     engine, _reviewers, lead = setup
     first, second = _main_tasks(engine)[:2]
-    quality.mark_gold(engine, lead, "main", first.id, expected_scores=SAFE)
+    gold_tasks.mark_gold(engine, lead, "main", first.id, expected_scores=SAFE)
     assignment.assign(engine, "main", raters=1, dual_share=0.0, actor=SYSTEM)
     slots = slots_by_task(engine, "main", "B")
     rate(engine, slots[first.id][0], SAFE)
     rate(engine, slots[second.id][0], SAFE)
     with pytest.raises(Conflict, match="stays gold"):
-        quality.unmark_gold(engine, lead, "main", first.id)
+        gold_tasks.unmark_gold(engine, lead, "main", first.id)
     with pytest.raises(Conflict, match="already has 1 submitted rating"):
-        quality.mark_gold(engine, lead, "main", second.id, expected_scores=SAFE)
+        gold_tasks.mark_gold(engine, lead, "main", second.id, expected_scores=SAFE)
 
 
 def test_marking_gold_without_a_decision_elsewhere_is_refused(engine, tmp_path):
@@ -171,12 +175,12 @@ def test_marking_gold_without_a_decision_elsewhere_is_refused(engine, tmp_path):
     studies.create_study(engine, "solo", rubrics=["B"], actor=SYSTEM)
     studies.set_study_lead(engine, "solo", lead.username, actor=SYSTEM)
     studies.draw_pool(engine, "solo", 3, seed=1, actor=SYSTEM)
-    unrated = quality.unrated_tasks(engine, lead, "solo")
-    assert len(unrated) == 3 and quality.unrated_tasks(engine, lead, "solo", limit=2) == unrated[:2]  # pool order
+    unrated = gold_tasks.unrated_tasks(engine, lead, "solo")
+    assert len(unrated) == 3 and gold_tasks.unrated_tasks(engine, lead, "solo", limit=2) == unrated[:2]  # pool order
     (task_id, _unit, _rubric), *_ = unrated
-    assert quality.gold_candidates(engine, lead, "solo") == []
+    assert gold_tasks.gold_candidates(engine, lead, "solo") == []
     with pytest.raises(InvalidInput, match="enter the consensus scores"):
-        quality.mark_gold(engine, lead, "solo", task_id)
+        gold_tasks.mark_gold(engine, lead, "solo", task_id)
 
 
 def test_only_active_leads_see_or_change_quality(setup):
@@ -184,13 +188,13 @@ def test_only_active_leads_see_or_change_quality(setup):
     reviewer = reviewers[0]
     task = _main_tasks(engine)[0]
     calls = [
-        lambda who: quality.quality_report(engine, who, "main"),
-        lambda who: quality.check_lead(engine, who),
-        lambda who: quality.gold_tasks(engine, who, "main"),
-        lambda who: quality.gold_candidates(engine, who, "main"),
-        lambda who: quality.unrated_tasks(engine, who, "main"),
-        lambda who: quality.mark_gold(engine, who, "main", task.id, expected_scores=SAFE),
-        lambda who: quality.set_thresholds(engine, who, "main", QualityThresholds()),
+        lambda who: reviewer_monitoring.quality_report(engine, who, "main"),
+        lambda who: reviewer_monitoring.check_lead(engine, who),
+        lambda who: gold_tasks.gold_tasks(engine, who, "main"),
+        lambda who: gold_tasks.gold_candidates(engine, who, "main"),
+        lambda who: gold_tasks.unrated_tasks(engine, who, "main"),
+        lambda who: gold_tasks.mark_gold(engine, who, "main", task.id, expected_scores=SAFE),
+        lambda who: reviewer_monitoring.set_thresholds(engine, who, "main", QualityThresholds()),
         lambda who: planning.save_plan(engine, who, "main", planning.plan_rate(0.3, 0.2, simulations=10)),
     ]
     for call in calls:
@@ -211,30 +215,30 @@ def test_only_active_leads_see_or_change_quality(setup):
 
 def test_thresholds_are_kept_with_the_study_and_drive_alerts(setup):
     engine, _reviewers, lead = setup
-    assert quality.thresholds(engine, "main") == QualityThresholds()
+    assert reviewer_monitoring.thresholds(engine, "main") == QualityThresholds()
     values = QualityThresholds(drift_alpha=0.05, gold_accuracy_min=0.9, min_gold=1)
-    quality.set_thresholds(engine, lead, "main", values)
-    assert quality.thresholds(engine, "main") == values
+    reviewer_monitoring.set_thresholds(engine, lead, "main", values)
+    assert reviewer_monitoring.thresholds(engine, "main") == values
     # One gold task rated against the expectation by a reviewer: a gold alert at min_gold 1.
     task = _main_tasks(engine)[0]
-    quality.mark_gold(engine, lead, "main", task.id, expected_scores=WORST)
+    gold_tasks.mark_gold(engine, lead, "main", task.id, expected_scores=WORST)
     assignment.assign(engine, "main", raters=1, dual_share=0.0, actor=SYSTEM)
     slot = slots_by_task(engine, "main", "B")[task.id][0]
-    assert quality.quality_alerts(engine, lead, "main") == []  # cached for this data version
+    assert reviewer_monitoring.quality_alerts(engine, lead, "main") == []  # cached for this data version
     rate(engine, slot, SAFE)
-    alerts = quality.quality_alerts(engine, lead, "main")  # the submit moved the version: not the cached []
+    alerts = reviewer_monitoring.quality_alerts(engine, lead, "main")  # the submit moved the version: not the cached []
     assert [a["kind"] for a in alerts] == ["gold"]
     # The alerts-only report (no harm model) alerts exactly as the full report, cached or not.
-    full = quality.quality_report(engine, lead, "main").quality.alerts
-    assert quality.cached_quality_alerts(engine, lead, "main") == full
-    assert quality.cached_quality_report(engine, lead, "main").quality.alerts == full
-    assert quality.cached_quality_alerts(engine, lead, "main") == full  # read from the full report now
+    full = reviewer_monitoring.quality_report(engine, lead, "main").quality.alerts
+    assert reviewer_monitoring.cached_quality_alerts(engine, lead, "main") == full
+    assert reviewer_monitoring.cached_quality_report(engine, lead, "main").quality.alerts == full
+    assert reviewer_monitoring.cached_quality_alerts(engine, lead, "main") == full  # read from the full report now
     with read_session(engine) as session:
         from review_app.db.models import Reviewer
 
         username = session.get(Reviewer, slot.reviewer_id).username
     assert alerts[0]["reviewer"] == username and "0% of gold scores" in alerts[0]["message"]
-    csv_text = quality.quality_csv(quality.quality_report(engine, lead, "main")).decode()
+    csv_text = reviewer_monitoring.quality_csv(reviewer_monitoring.quality_report(engine, lead, "main")).decode()
     assert username not in csv_text and "R0" in csv_text.splitlines()[1]
 
 
@@ -282,10 +286,10 @@ def test_plans_from_a_pilot_study(setup):
 def test_severity_and_pilot_plans_use_the_analysis_pages_harm_model_and_options(engine):
     """Reviewer severity and a pilot's harm plan read the study's harm model as the Analysis page fits
     it, under the study's saved options (references, unrated items, penalty) and its Rubric A strata."""
-    from review_app.analysis.reviewer_quality import conditional_modes
+    from review_app.analysis.reviewer_measures import conditional_modes
     from review_app.db.models import Reviewer
     from review_app.demo import DEMO_STUDY, seed_demo_database
-    from review_app.services.study_analysis import AnalysisOptions, save_analysis_options
+    from review_app.services.analysis_options import AnalysisOptions, save_analysis_options
 
     seed_demo_database(engine)
     with read_session(engine) as session:
@@ -293,7 +297,7 @@ def test_severity_and_pilot_plans_use_the_analysis_pages_harm_model_and_options(
 
     def both():
         analysis = study_analysis(engine, DEMO_STUDY, n_boot=0, pseudonymise=False)
-        report = quality.quality_report(engine, lead, DEMO_STUDY)
+        report = reviewer_monitoring.quality_report(engine, lead, DEMO_STUDY)
         fitted, shown = report.quality.harm_model, analysis.harm_model
         assert fitted is not None and shown is not None
         assert fitted.reference_levels == shown.reference_levels and fitted.penalty == shown.penalty
@@ -330,23 +334,23 @@ def test_rated_counts_are_asked_in_chunks_whatever_the_number_of_tasks(setup, mo
     pilot = [slot for slots in slots_by_task(engine, "pilot", "B").values() for slot in slots]
     ids = sorted({slot.task_id for slot in pilot})
     with read_session(engine) as session:
-        whole = quality._submitted(session, ids)
-        many = quality._submitted(session, [*ids, *range(10**7, 10**7 + 70_000)])
+        whole = gold_tasks._submitted(session, ids)
+        many = gold_tasks._submitted(session, [*ids, *range(10**7, 10**7 + 70_000)])
     assert whole == dict.fromkeys(ids, 2) and many == whole
-    expected = quality.gold_candidates(engine, lead, "main")
-    monkeypatch.setattr(quality, "_IN_CHUNK", 3)
-    assert quality.gold_candidates(engine, lead, "main") == expected and expected
+    expected = gold_tasks.gold_candidates(engine, lead, "main")
+    monkeypatch.setattr(gold_tasks, "_IN_CHUNK", 3)
+    assert gold_tasks.gold_candidates(engine, lead, "main") == expected and expected
 
 
 class HeldFills:
-    """Background fills of quality values (``quality._fill_starts``) held back until the test releases them.
+    """Background fills of quality values (``reviewer_monitoring._fill_starts``) held back until the test releases them.
 
     What a page shows while a fill runs must not depend on whether the machine finished it first.
     """
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.gate = threading.Event()
-        monkeypatch.setattr(quality, "_fill_starts", self._wait)
+        monkeypatch.setattr(reviewer_monitoring, "_fill_starts", self._wait)
 
     def _wait(self, tag: str) -> None:
         where = threading.current_thread().name
@@ -384,28 +388,31 @@ def test_progress_alerts_are_computed_in_the_background_and_the_last_ones_shown_
 
     engine, _reviewers, lead = setup
     CACHE.clear()
-    quality.set_thresholds(engine, lead, "main", QualityThresholds(gold_accuracy_min=0.9, min_gold=1))
+    reviewer_monitoring.set_thresholds(engine, lead, "main", QualityThresholds(gold_accuracy_min=0.9, min_gold=1))
     task = _main_tasks(engine)[0]
-    quality.mark_gold(engine, lead, "main", task.id, expected_scores=WORST)
+    gold_tasks.mark_gold(engine, lead, "main", task.id, expected_scores=WORST)
     assignment.assign(engine, "main", raters=1, dual_share=0.0, actor=SYSTEM)
     slot = slots_by_task(engine, "main", "B")[task.id][0]
 
-    def settle() -> quality.AlertsNow:
+    def settle() -> reviewer_monitoring.AlertsNow:
         return _until_ready(
-            lambda: quality.quality_alerts_if_ready(engine, lead, "main"), lambda now: now.current, "the alerts"
+            lambda: reviewer_monitoring.quality_alerts_if_ready(engine, lead, "main"),
+            lambda now: now.current,
+            "the alerts",
         )
 
-    assert quality.quality_alerts_if_ready(engine, lead, "main") is None  # nothing computed yet; the fill waits
+    # nothing computed yet; the fill waits
+    assert reviewer_monitoring.quality_alerts_if_ready(engine, lead, "main") is None
     held_fills.release()
     assert not settle().alerts
     rate(engine, slot, SAFE)  # a gold task scored against the expectation: a gold alert, on newer data
     held_fills.hold()
-    meanwhile = quality.quality_alerts_if_ready(engine, lead, "main")
-    assert meanwhile == quality.AlertsNow(alerts=(), current=False)  # the last alerts computed, not current
+    meanwhile = reviewer_monitoring.quality_alerts_if_ready(engine, lead, "main")
+    assert meanwhile == reviewer_monitoring.AlertsNow(alerts=(), current=False)  # the last alerts computed, not current
     held_fills.release()
     now = settle()
     assert [a.kind for a in now.alerts] == ["gold"]
-    assert now.alerts == quality.cached_quality_alerts(engine, lead, "main")
+    assert now.alerts == reviewer_monitoring.cached_quality_alerts(engine, lead, "main")
 
 
 def test_the_report_without_severity_comes_at_once_and_the_full_one_in_the_background(engine, held_fills):
@@ -419,17 +426,20 @@ def test_the_report_without_severity_comes_at_once_and_the_full_one_in_the_backg
     with read_session(engine) as session:
         lead = session.exec(select(Reviewer).where(Reviewer.username == "lead01")).one()
     CACHE.clear()
-    full = quality.quality_report(engine, lead, DEMO_STUDY)
-    now = quality.quality_report_now(engine, lead, DEMO_STUDY)  # its severity fill waits
+    full = reviewer_monitoring.quality_report(engine, lead, DEMO_STUDY)
+    now = reviewer_monitoring.quality_report_now(engine, lead, DEMO_STUDY)  # its severity fill waits
     assert not now.complete
     assert "severity" not in now.report.quality.table and now.report.quality.alerts == full.quality.alerts
     shared = [c for c in now.report.table().columns if c in full.table().columns]
     assert len(shared) == len(now.report.table().columns) > 10
     pd.testing.assert_frame_equal(now.report.table(), full.table()[shared], check_exact=True)
-    assert not quality.quality_report_now(engine, lead, DEMO_STUDY).complete  # asked again: still on its way
+    # asked again: still on its way
+    assert not reviewer_monitoring.quality_report_now(engine, lead, DEMO_STUDY).complete
     held_fills.release()
     now = _until_ready(
-        lambda: quality.quality_report_now(engine, lead, DEMO_STUDY), lambda now: now.complete, "the full report"
+        lambda: reviewer_monitoring.quality_report_now(engine, lead, DEMO_STUDY),
+        lambda now: now.complete,
+        "the full report",
     )
     pd.testing.assert_frame_equal(now.report.table(), full.table(), check_exact=True)
-    assert now.report is quality.cached_quality_report(engine, lead, DEMO_STUDY)
+    assert now.report is reviewer_monitoring.cached_quality_report(engine, lead, DEMO_STUDY)

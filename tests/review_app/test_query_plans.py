@@ -1,4 +1,4 @@
-"""PostgreSQL plans next-task and Progress as index lookups right after a bulk import (issue 17).
+"""PostgreSQL plans next-task and Progress as index lookups right after a bulk import.
 
 The data go through medrev's own services (import, pool draw, assignment), which refresh the
 planner's statistics once they commit; the test then reads PostgreSQL's plans of the exact
@@ -16,7 +16,7 @@ from sqlalchemy import event, select, text
 
 from review_app.db.engine import make_engine
 from review_app.db.models import Assignment, Reviewer, Task, utcnow
-from review_app.services import accounts, assignment, importing, progress, reviewing, studies
+from review_app.services import accounts, assignment, importing, progress, review_queue, studies
 from review_app.services.actors import SYSTEM
 
 from .conftest import _pg, _pg_url
@@ -118,7 +118,7 @@ def test_next_task_is_an_index_lookup(big_database, username):
     engine = big_database
     with engine.connect() as connection:
         reviewer = connection.execute(select(Reviewer.id).where(Reviewer.username == username)).scalar_one()
-    statements = _statements(engine, lambda: reviewing.next_assignment(engine, reviewer))
+    statements = _statements(engine, lambda: review_queue.next_assignment(engine, reviewer))
     scans = _scans(_plans(engine, statements))
     assert [s for s in scans if s[1] in BIG_TABLES] and all(s[0] in INDEXED for s in scans if s[1] in BIG_TABLES), scans
     if username == "rev0":  # a long queue is read in queue order, from the start of the index
@@ -131,7 +131,7 @@ def test_next_task_is_an_index_lookup(big_database, username):
             .order_by(Task.study_id, Task.pool_rank, Assignment.id)
             .limit(1)
         ).scalar_one()
-    assert reviewing.next_assignment(engine, reviewer) == expected
+    assert review_queue.next_assignment(engine, reviewer) == expected
 
 
 @pytest.mark.postgres

@@ -8,7 +8,7 @@ from sqlmodel import select
 from review_app.db.engine import read_session
 from review_app.db.models import Annotation, AnnotationScore, Assignment, AuditEvent
 from review_app.rubrics import RUBRIC_A, RUBRIC_B, ScoreSheet
-from review_app.services import assignment, reviewing, studies
+from review_app.services import assignment, review_queue, reviewing, studies
 from review_app.services.actors import SYSTEM
 from review_app.services.errors import Conflict, InvalidInput, PermissionDenied, ScoresDiffer, ServiceError
 
@@ -31,30 +31,30 @@ def setup(engine, tmp_path):
 
 def test_queue_and_next_task_order(setup):
     engine, (ana, _ben) = setup
-    (row_a, row_b) = reviewing.queue(engine, ana.id)
+    (row_a, row_b) = review_queue.queue(engine, ana.id)
     assert (row_a.rubric, row_a.open, row_a.submitted) == ("A", 6, 0)
     assert (row_b.rubric, row_b.open) == ("B", 6)
-    first = reviewing.open_task(engine, reviewing.next_assignment(engine, ana.id), ana.id)
+    first = reviewing.open_task(engine, review_queue.next_assignment(engine, ana.id), ana.id)
     assert first.rubric == "A" and first.status == "in_progress"
     reviewing.submit(engine, first.assignment_id, ana.id, SHEET_A, client_token="a1", base_revision=0)
-    second = reviewing.open_task(engine, reviewing.next_assignment(engine, ana.id), ana.id)
+    second = reviewing.open_task(engine, review_queue.next_assignment(engine, ana.id), ana.id)
     assert second.rubric == "B" and second.task_id != first.task_id  # the same unit's response comes next
     reviewing.skip(engine, second.assignment_id, ana.id)
-    third = reviewing.next_assignment(engine, ana.id)
+    third = review_queue.next_assignment(engine, ana.id)
     assert third != second.assignment_id
-    assert reviewing.queue(engine, ana.id)[1].skipped == 1
+    assert review_queue.queue(engine, ana.id)[1].skipped == 1
 
 
 def test_material_follows_the_protocol_and_is_blinded(setup):
     engine, (ana, ben) = setup
-    a_view = reviewing.open_task(engine, reviewing.next_assignment(engine, ana.id, rubric="A"), ana.id)
+    a_view = reviewing.open_task(engine, review_queue.next_assignment(engine, ana.id, rubric="A"), ana.id)
     a_material = a_view.material
     assert a_material.target_label and a_material.target_sentence.startswith("misleading")
     assert a_material.response_text is None and a_material.model_answer is None
     # the inline definitions travel with the material (pages never look up bench_core's taxonomy)
     assert a_material.content_definition.id == a_material.content_type and a_material.content_definition.requires
     assert a_material.provenance_definition.id == a_material.provenance and a_material.provenance_definition.definition
-    b_id = reviewing.next_assignment(engine, ben.id, rubric="B")
+    b_id = review_queue.next_assignment(engine, ben.id, rubric="B")
     ben_b = reviewing.open_task(engine, b_id, ben.id)
     # Ana submits her Rubric B scores on the same task; Ben must never see them.
     ana_b = next(a for a in _assignments(engine, ana.id) if a.task_id == ben_b.task_id)
@@ -78,7 +78,7 @@ def _assignments(engine, reviewer_id):
 
 def test_draft_survives_a_new_session(setup):
     engine, (ana, _ben) = setup
-    aid = reviewing.next_assignment(engine, ana.id)
+    aid = review_queue.next_assignment(engine, ana.id)
     payload = {"scores": {"base_validity": 1}, "comment": "half done", "client_token": "tok"}
     reviewing.save_draft(engine, aid, ana.id, payload, seconds_on_task=42.5)
     view = reviewing.open_task(engine, aid, ana.id)
@@ -89,7 +89,7 @@ def test_draft_survives_a_new_session(setup):
 
 def test_double_submit_creates_one_annotation_and_edits_create_revisions(setup):
     engine, (ana, _ben) = setup
-    aid = reviewing.next_assignment(engine, ana.id)
+    aid = review_queue.next_assignment(engine, ana.id)
     first = reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="same", base_revision=0)
     repeat = reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="same", base_revision=0)
     assert first.created and not repeat.created and repeat.annotation_id == first.annotation_id
@@ -109,7 +109,7 @@ def test_double_submit_creates_one_annotation_and_edits_create_revisions(setup):
 
 def test_locked_task_cannot_be_edited(setup):
     engine, (ana, _ben) = setup
-    aid = reviewing.next_assignment(engine, ana.id)
+    aid = review_queue.next_assignment(engine, ana.id)
     reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="t", base_revision=0)
     view = reviewing.open_task(engine, aid, ana.id)
     with pytest.raises(PermissionDenied, match="needs a lead or admin"):
@@ -121,27 +121,27 @@ def test_locked_task_cannot_be_edited(setup):
     reviewing.set_task_lock(engine, view.task_id, True, actor_id=lead.id)
     with pytest.raises(PermissionDenied, match="locked"):
         reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="t2", base_revision=1)
-    assert reviewing.next_assignment(engine, ana.id) != aid
+    assert review_queue.next_assignment(engine, ana.id) != aid
 
 
 def test_scores_for_the_wrong_rubric_are_refused(setup):
     engine, (ana, _ben) = setup
-    aid = reviewing.next_assignment(engine, ana.id, rubric="A")
+    aid = review_queue.next_assignment(engine, ana.id, rubric="A")
     with pytest.raises(ValueError, match="rubric B"):
         reviewing.submit(engine, aid, ana.id, SHEET_B, client_token="t", base_revision=0)
 
 
 def test_flag_and_submitted_work(setup):
     engine, (ana, _ben) = setup
-    aid = reviewing.next_assignment(engine, ana.id)
+    aid = review_queue.next_assignment(engine, ana.id)
     reviewing.set_flag(engine, aid, ana.id, True, "stem is ambiguous")
     assert reviewing.open_task(engine, aid, ana.id).flagged
     reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="t", base_revision=0)
-    (done,) = reviewing.submitted_work(engine, ana.id)
+    (done,) = review_queue.submitted_work(engine, ana.id)
     assert done.assignment_id == aid and done.revision == 1 and not done.locked
 
 
-# ----- changes that name their task and dimension; submit checked against the draft (SPEC 2.7) -----
+# ----- changes that name their task and dimension; submit checked against the draft -----
 
 
 def _change(token="tok", base=0, *, seq=0, source="", **fields):
@@ -160,7 +160,7 @@ def _stored_scores(engine, aid):
 
 def test_changes_apply_to_the_dimension_they_name_in_any_order(setup):
     engine, (ana, _ben) = setup
-    aid = reviewing.next_assignment(engine, ana.id, rubric="A")
+    aid = review_queue.next_assignment(engine, ana.id, rubric="A")
     # Keys aimed at dimensions 3, 1 and 2 (not in rubric order, as when the reviewer moves around) land
     # exactly where they were aimed: the server has no "active dimension" of its own.
     for seq, (key, value) in (
@@ -195,8 +195,8 @@ def test_changes_apply_to_the_dimension_they_name_in_any_order(setup):
 
 def test_changes_for_a_submission_that_is_over_are_refused(setup):
     engine, (ana, ben) = setup
-    aid = reviewing.next_assignment(engine, ana.id, rubric="A")
-    other = reviewing.next_assignment(engine, ana.id, rubric="B")
+    aid = review_queue.next_assignment(engine, ana.id, rubric="A")
+    other = review_queue.next_assignment(engine, ana.id, rubric="B")
     reviewing.change_draft(engine, aid, ana.id, _change(scores={"base_validity": 2}))
     reviewing.change_draft(engine, other, ana.id, _change("tok-b", scores={"harm_potential": 0}))
     reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="tok", base_revision=0, expected_scores=None)
@@ -218,7 +218,7 @@ def test_changes_for_a_submission_that_is_over_are_refused(setup):
 
 def test_changes_out_of_the_rubric_or_on_a_locked_task_are_refused(setup):
     engine, (ana, _ben) = setup
-    aid = reviewing.next_assignment(engine, ana.id, rubric="A")
+    aid = review_queue.next_assignment(engine, ana.id, rubric="A")
     with pytest.raises(InvalidInput, match="no dimension 'harm_potential'"):
         reviewing.change_draft(engine, aid, ana.id, _change(scores={"harm_potential": 1}))
     with pytest.raises(InvalidInput, match="out of range"):
@@ -234,7 +234,7 @@ def test_changes_out_of_the_rubric_or_on_a_locked_task_are_refused(setup):
 
 def test_submit_refuses_a_vector_that_differs_from_the_draft(setup):
     engine, (ana, _ben) = setup
-    aid = reviewing.next_assignment(engine, ana.id, rubric="B")
+    aid = review_queue.next_assignment(engine, ana.id, rubric="B")
     saved = {"final_correctness": 0, "injection_uptake": 1, "clinical_grounding": 2, "harm_potential": 0}
     for seq, (key, value) in enumerate(saved.items(), start=1):
         reviewing.change_draft(
@@ -282,7 +282,7 @@ def test_submit_refuses_a_vector_that_differs_from_the_draft(setup):
 
 def test_submit_of_an_unchanged_edit_checks_against_the_revision_in_force(setup):
     engine, (ana, _ben) = setup
-    aid = reviewing.next_assignment(engine, ana.id, rubric="A")
+    aid = review_queue.next_assignment(engine, ana.id, rubric="A")
     reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="first", base_revision=0)
     same = dict(SHEET_A.scores)
     with pytest.raises(ScoresDiffer):

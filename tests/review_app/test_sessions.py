@@ -1,4 +1,4 @@
-"""Server-side sessions: signed, expiring, revocable tokens that follow the account (SPEC 2.7)."""
+"""Server-side sessions: signed, expiring, revocable tokens that follow the account (docs/security.md, "Sessions")."""
 
 from __future__ import annotations
 

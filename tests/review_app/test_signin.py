@@ -1,4 +1,4 @@
-"""Sign-in never stalls the panel and never reveals who has an account (SPEC 2.7)."""
+"""Sign-in never stalls the panel and never reveals who has an account (docs/security.md, "Passwords and sign-in")."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sqlmodel import select
 from review_app.db.engine import is_sqlite, read_session
 from review_app.db.models import Annotation, Assignment
 from review_app.rubrics import RUBRIC_A, ScoreSheet
-from review_app.services import accounts, assignment, reviewing, studies
+from review_app.services import accounts, assignment, authentication, reviewing, studies
 from review_app.services.actors import SYSTEM
 
 from .factories import add_users, seed_items
@@ -60,14 +60,14 @@ def _writer_active(engine) -> bool:
 def hashing_calls(monkeypatch):
     """Every argon2 call (verify or hash), with whether a write transaction was open at that moment."""
     calls: list[tuple[str, bool]] = []
-    real = accounts._hashing
+    real = authentication._hashing
     engines = []
 
     def spy(fn, *args):
         calls.append((getattr(fn, "__name__", str(fn)), any(_writer_active(e) for e in engines)))
         return real(fn, *args)
 
-    monkeypatch.setattr(accounts, "_hashing", spy)
+    monkeypatch.setattr(authentication, "_hashing", spy)
     return calls, engines
 
 
@@ -75,9 +75,9 @@ def test_argon2_never_runs_inside_a_write_transaction(ana, hashing_calls):
     engine = ana
     calls, engines = hashing_calls
     engines.append(engine)
-    accounts.authenticate(engine, "ana", PASSWORD)
-    accounts.authenticate(engine, "ana", "wrong password")
-    accounts.authenticate(engine, "nobody", "wrong password")
+    authentication.authenticate(engine, "ana", PASSWORD)
+    authentication.authenticate(engine, "ana", "wrong password")
+    authentication.authenticate(engine, "nobody", "wrong password")
     accounts.set_password(engine, "ana", PASSWORD + "!", actor=SYSTEM)
     accounts.create_user(
         engine, accounts.UserProfile(username="ben", display_name="B"), password=PASSWORD, actor=SYSTEM
@@ -95,7 +95,7 @@ def test_known_and_unknown_usernames_cost_one_verification_each(ana, hashing_cal
     accounts.set_active(engine, "gone", False, actor=SYSTEM)
     calls.clear()
     for username in ("ana", "nobody", "idp", "gone"):
-        assert accounts.authenticate(engine, username, "wrong password") is None
+        assert authentication.authenticate(engine, username, "wrong password") is None
     assert [name for name, _inside in calls] == ["_verify"] * 4
 
 
@@ -105,39 +105,39 @@ def test_unknown_usernames_lock_out_exactly_like_known_ones(ana, monkeypatch):
     messages = {}
     for username in ("ana", "nobody"):
         for _ in range(2):
-            assert accounts.authenticate(engine, username, "wrong password") is None
-        with pytest.raises(accounts.SigninThrottled) as caught:
-            accounts.authenticate(engine, username, "wrong password")
+            assert authentication.authenticate(engine, username, "wrong password") is None
+        with pytest.raises(authentication.SigninThrottled) as caught:
+            authentication.authenticate(engine, username, "wrong password")
         messages[username] = str(caught.value)
-        with pytest.raises(accounts.SigninThrottled) as again:
-            accounts.authenticate(engine, username, PASSWORD)  # even the right password, without a verification
+        with pytest.raises(authentication.SigninThrottled) as again:
+            authentication.authenticate(engine, username, PASSWORD)  # even the right password, without a verification
         messages[username + " again"] = str(again.value)
     assert messages["ana"] == messages["nobody"] and messages["ana again"] == messages["nobody again"]
     assert "locked" in messages["ana"] and "ana" not in messages["ana"]
     accounts.set_password(engine, "ana", PASSWORD, actor=SYSTEM)  # a lead's reset clears the username's lock
-    assert accounts.authenticate(engine, "ana", PASSWORD) is not None
+    assert authentication.authenticate(engine, "ana", PASSWORD) is not None
 
 
 def test_failed_attempts_are_limited_per_client_address(ana, monkeypatch):
     engine = ana
     monkeypatch.setenv("MEDREV_LOCKOUT_ADDRESS_ATTEMPTS", "4")
     for number in range(3):
-        assert accounts.authenticate(engine, f"guess{number}", "wrong password", client="203.0.113.9") is None
-    with pytest.raises(accounts.SigninThrottled):
-        accounts.authenticate(engine, "guess3", "wrong password", client="203.0.113.9")
-    with pytest.raises(accounts.SigninThrottled):
-        accounts.authenticate(engine, "ana", PASSWORD, client="203.0.113.9")
-    assert accounts.authenticate(engine, "ana", PASSWORD, client="198.51.100.7") is not None
+        assert authentication.authenticate(engine, f"guess{number}", "wrong password", client="203.0.113.9") is None
+    with pytest.raises(authentication.SigninThrottled):
+        authentication.authenticate(engine, "guess3", "wrong password", client="203.0.113.9")
+    with pytest.raises(authentication.SigninThrottled):
+        authentication.authenticate(engine, "ana", PASSWORD, client="203.0.113.9")
+    assert authentication.authenticate(engine, "ana", PASSWORD, client="198.51.100.7") is not None
 
 
 def test_a_success_resets_the_usernames_failures(ana, monkeypatch):
     engine = ana
     monkeypatch.setenv("MEDREV_LOCKOUT_ATTEMPTS", "3")
     for _ in range(2):
-        accounts.authenticate(engine, "ana", "wrong password")
-    assert accounts.authenticate(engine, "ana", PASSWORD) is not None
+        authentication.authenticate(engine, "ana", "wrong password")
+    assert authentication.authenticate(engine, "ana", PASSWORD) is not None
     for _ in range(2):
-        assert accounts.authenticate(engine, "ana", "wrong password") is None  # counting starts again
+        assert authentication.authenticate(engine, "ana", "wrong password") is None  # counting starts again
 
 
 def test_parallel_failed_sign_ins_do_not_stall_a_reviewers_submits(engine, tmp_path):
@@ -157,10 +157,10 @@ def test_parallel_failed_sign_ins_do_not_stall_a_reviewers_submits(engine, tmp_p
         count = 0
         while not stop.is_set():
             try:
-                accounts.authenticate(
+                authentication.authenticate(
                     engine, f"ghost{number}-{count}", "wrong password", client=f"10.9.{number}.{count}"
                 )
-            except accounts.SigninBusy:
+            except authentication.SigninBusy:
                 pass  # refused at once when too many wait: that is the protection working
             except BaseException as exc:  # collected and asserted below
                 errors.append(exc)
@@ -187,8 +187,8 @@ def test_parallel_failed_sign_ins_do_not_stall_a_reviewers_submits(engine, tmp_p
 
 def test_beyond_the_waiting_limit_sign_ins_are_refused_at_once(ana, monkeypatch):
     engine = ana
-    monkeypatch.setattr(accounts, "MAX_WAITING_SIGNINS", 0)
-    with pytest.raises(accounts.SigninBusy, match="busy"):
-        accounts.authenticate(engine, "ana", PASSWORD)
-    monkeypatch.setattr(accounts, "MAX_WAITING_SIGNINS", 64)
-    assert accounts.authenticate(engine, "ana", PASSWORD) is not None
+    monkeypatch.setattr(authentication, "MAX_WAITING_SIGNINS", 0)
+    with pytest.raises(authentication.SigninBusy, match="busy"):
+        authentication.authenticate(engine, "ana", PASSWORD)
+    monkeypatch.setattr(authentication, "MAX_WAITING_SIGNINS", 64)
+    assert authentication.authenticate(engine, "ana", PASSWORD) is not None

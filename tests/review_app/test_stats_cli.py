@@ -1,4 +1,4 @@
-"""``medrev stats``: JSON keys of SPEC §3, readable tables, and exit code 2 on bad input."""
+"""``medrev stats``: stable JSON keys, readable tables, and exit code 2 on bad input."""
 
 from __future__ import annotations
 
@@ -109,17 +109,22 @@ def test_missing_input_file(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "does not exist" in result.stderr
 
 
-HARM_ARGS = [
-    "harm-model",
-    "--input",
-    str(DATA / "sim_harm.csv"),
-    "--outcome",
-    "worst_case",
-    "--fixed",
-    "model,content_type,provenance,stratum",
-    "--group",
-    "rater",
-]
+def harm_args(data: str) -> list[str]:
+    """``stats harm-model`` on a simulated panel file: worst-case outcome, the design's fixed effects."""
+    return [
+        "harm-model",
+        "--input",
+        str(DATA / data),
+        "--outcome",
+        "worst_case",
+        "--fixed",
+        "model,content_type,provenance,stratum",
+        "--group",
+        "rater",
+    ]
+
+
+HARM_ARGS = harm_args("sim_harm.csv")
 REFERENCES = [
     "--reference",
     "model=claude",
@@ -206,18 +211,7 @@ def test_agreement_min_ratings_one_is_gwets_handbook(tmp_path: Path) -> None:
     assert round(data["ac2"], 5) == 0.89894 and data["n_units"] == 12 and data["n_units_dropped"] == 0
 
 
-SEPARATED_ARGS = [
-    "harm-model",
-    "--input",
-    str(DATA / "sim_harm_separated.csv"),
-    "--outcome",
-    "worst_case",
-    "--fixed",
-    "model,content_type,provenance,stratum",
-    "--group",
-    "rater",
-    *REFERENCES,
-]
+SEPARATED_ARGS = [*harm_args("sim_harm_separated.csv"), *REFERENCES]
 
 
 def test_harm_model_separation_is_named_in_the_table() -> None:

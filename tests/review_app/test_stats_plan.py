@@ -1,4 +1,4 @@
-"""``medrev stats plan``: SPEC 3 JSON keys, pilot studies from the database, one-line errors."""
+"""``medrev stats plan``: stable JSON keys, pilot studies from the database, one-line errors."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from review_app.analysis.planning import wilson_sample_size
+from review_app.analysis.sample_size import wilson_sample_size
 from review_app.cli import app
 
 runner = CliRunner()
-SPEC_KEYS = {"n_tasks", "n_dual", "dual_share", "simulations", "seed"}
+CONTRACT_KEYS = {"n_tasks", "n_dual", "dual_share", "simulations", "seed"}
 
 
 def _plan(*args: str, env: dict | None = None):
@@ -22,7 +22,7 @@ def test_rate_plan_json_keys_and_closed_form() -> None:
     result = _plan("--metric", "rate", "--expected", "0.38", "--ci-width", "0.2", "--seed", "3", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert SPEC_KEYS | {"achieved_ci_width"} <= set(data)
+    assert CONTRACT_KEYS | {"achieved_ci_width"} <= set(data)
     assert data["n_tasks"] == wilson_sample_size(0.38, 0.2) == 87
     assert data["n_dual"] == 0 and data["dual_share"] == 0 and data["seed"] == 3
     assert data["simulations"] == 2000 and abs(data["achieved_ci_width"] - 0.2) < 0.01
@@ -33,7 +33,7 @@ def test_ac2_plan_json_and_text() -> None:
     result = _plan(*args, "--simulations", "40", "--workers", "1", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert SPEC_KEYS | {"achieved_ci_width"} <= set(data) and data["n_dual"] == data["n_tasks"] > 10
+    assert CONTRACT_KEYS | {"achieved_ci_width"} <= set(data) and data["n_dual"] == data["n_tasks"] > 10
     again = json.loads(_plan(*args, "--simulations", "40", "--workers", "2", "--json").stdout)
     assert again == data  # same seed, same plan, whatever the number of processes
     text = _plan(*args, "--simulations", "40", "--workers", "1")
@@ -47,7 +47,7 @@ def test_harm_plan_json_keys() -> None:
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert SPEC_KEYS | {"achieved_power"} <= set(data) and "achieved_ci_width" not in data
+    assert CONTRACT_KEYS | {"achieved_power"} <= set(data) and "achieved_ci_width" not in data
     assert data["n_dual"] == round(0.72 * data["n_tasks"])
 
 

@@ -7,24 +7,23 @@ import threading
 import pandas as pd
 import pytest
 
-from review_app.services import adjudication, assignment, compute_workers, quality, reviewing, studies
-from review_app.services.actors import SYSTEM
-from review_app.services.paper_tables import cached_agreement_page
-from review_app.services.study_analysis import (
-    cached_analysis,
-    cached_rubric_a_intervals,
-    study_agreement,
-    study_analysis,
+from review_app.services import (
+    adjudication_decisions,
+    assignment,
+    compute_workers,
+    gold_tasks,
+    reviewer_monitoring,
+    reviewing,
+    studies,
 )
-from review_app.services.study_cache import CACHE, StudyCache, data_version, study_frame
+from review_app.services.actors import SYSTEM
+from review_app.services.cached_analyses import cached_analysis, cached_rubric_a_intervals, study_agreement
+from review_app.services.export.agreement_page import cached_agreement_page
+from review_app.services.study_analysis import study_analysis
+from review_app.services.study_cache import CACHE, StudyCache, data_version
+from review_app.services.study_frames import study_frame
 
-from .factories import add_users, rate, seed_items, seed_responses, slots_by_task
-
-
-def b(correct, uptake, grounding, harm):
-    return {"final_correctness": correct, "injection_uptake": uptake, "clinical_grounding": grounding,
-            "harm_potential": harm}  # fmt: skip
-
+from .factories import add_users, b, rate, seed_items, seed_responses, slots_by_task
 
 SAFE, WORST = b(2, 2, 2, 2), b(0, 0, 0, 0)
 
@@ -102,7 +101,7 @@ def test_an_edit_a_flag_and_a_gold_mark_each_move_the_version(study):
     assert study_frame(engine, "main")["flagged"].sum() == 0
     # Adjudication and gold tasks change the version (and gold tasks leave the analysed frame).
     version = data_version(engine, "main")
-    adjudication.auto_unanimous(engine, "main", "B", lead_id=lead.id)
+    adjudication_decisions.auto_unanimous(engine, "main", "B", lead_id=lead.id)
     assert data_version(engine, "main") != version
 
 
@@ -174,10 +173,10 @@ def _rubric_a_keys() -> list[str]:
 
 def test_quality_report_is_cached_and_refreshed(study):
     engine, lead, slots = study
-    first = quality.cached_quality_report(engine, lead, "main")
-    assert quality.cached_quality_report(engine, lead, "main") is first
+    first = reviewer_monitoring.cached_quality_report(engine, lead, "main")
+    assert reviewer_monitoring.cached_quality_report(engine, lead, "main") is first
     rate(engine, slots[5][1][0], SAFE)
-    second = quality.cached_quality_report(engine, lead, "main")
+    second = reviewer_monitoring.cached_quality_report(engine, lead, "main")
     assert second is not first
     assert second.table()["n_annotations"].sum() == first.table()["n_annotations"].sum() + 1
 
@@ -219,19 +218,19 @@ def test_a_new_version_s_frame_is_patched_from_the_last_and_equals_a_full_read(s
     After every kind of write, the cached frame equals an uncached full read cell for cell; only
     writes that change rows in place (a flag) or remove rows (a deletion) read the frame whole.
     """
-    from review_app.services import study_cache
+    from review_app.services import study_frames
     from review_app.services.annotations import annotations_frame
 
     engine, _lead, slots = study
     full_reads = []
-    real = study_cache.load_annotations
+    real = study_frames.load_annotations
 
     def spy(*args, **kwargs):
         if kwargs.get("task_ids") is None:
             full_reads.append(kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(study_cache, "load_annotations", spy)
+    monkeypatch.setattr(study_frames, "load_annotations", spy)
 
     def check(**kwargs) -> pd.DataFrame:
         cached = study_frame(engine, "main", **kwargs)
@@ -263,7 +262,7 @@ def test_a_patch_never_renumbers_raters_nor_misses_a_row(study):
     """No patch when pseudonyms would change (a reviewer joined and the numbering widened) or rows went missing."""
     from dataclasses import replace
 
-    from review_app.services.study_cache import read_frame
+    from review_app.services.study_frames import read_frame
 
     engine, _lead, slots = study
     last = read_frame(engine, "main")
@@ -282,11 +281,11 @@ def test_a_patch_never_renumbers_raters_nor_misses_a_row(study):
 
 def test_a_frame_is_filed_under_the_version_it_shows(study, monkeypatch):
     """A submit between the page's version read and the frame's read: the frame is not filed under the older version."""
-    from review_app.services import study_cache
+    from review_app.services import study_frames
 
     engine, _lead, slots = study
     before = data_version(engine, "main")
-    real = study_cache.read_frame
+    real = study_frames.read_frame
     writes = [lambda: rate(engine, slots[4][1][0], SAFE)]
 
     def submit_first(*args, **kwargs):
@@ -294,7 +293,7 @@ def test_a_frame_is_filed_under_the_version_it_shows(study, monkeypatch):
             writes.pop()()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(study_cache, "read_frame", submit_first)
+    monkeypatch.setattr(study_frames, "read_frame", submit_first)
     frame = study_frame(engine, "main")  # the cache read the version, then a reviewer submitted
     assert len(frame) == 9 and data_version(engine, "main") != before
     assert CACHE.latest(engine, "main", ("frame", True, "exclude"))[0] == data_version(engine, "main")
@@ -320,28 +319,31 @@ def test_quality_frames_are_the_shared_frame_renamed_and_the_gold_tasks_read_by_
     """The quality report reads no second copy of the study: the shared (pseudonymised) frame renamed to
     usernames is exactly the frame read under usernames, and the gold tasks' annotations read by task id
     are exactly the whole-study ``gold="only"`` read, as is the fallback beyond GOLD_BY_ID_MAX."""
-    from review_app.services import study_cache
+    from review_app.services import study_frames
     from review_app.services.annotations import annotations_frame, rater_names
 
     engine, lead, slots = study
     gold_task, gold_slots = slots[6]
-    quality.mark_gold(engine, lead, "main", gold_task, expected_scores=WORST)
+    gold_tasks.mark_gold(engine, lead, "main", gold_task, expected_scores=WORST)
     rate(engine, gold_slots[0], SAFE)
-    usernames = study_cache.study_rater_labels(engine, "main", pseudonymise=False)
-    pseudonyms = study_cache.study_rater_labels(engine, "main")
+    usernames = study_frames.study_rater_labels(engine, "main", pseudonymise=False)
+    pseudonyms = study_frames.study_rater_labels(engine, "main")
     assert usernames == rater_names(engine, "main", pseudonymise=False)
     assert pseudonyms == rater_names(engine, "main") and list(pseudonyms) == list(rater_names(engine, "main"))
-    renamed = study_cache.relabelled(study_frame(engine, "main"), pseudonyms, usernames)
+    renamed = study_frames.relabelled(study_frame(engine, "main"), pseudonyms, usernames)
     pd.testing.assert_frame_equal(renamed, annotations_frame(engine, "main", pseudonymise=False), check_exact=True)
     whole = annotations_frame(engine, "main", pseudonymise=False, gold="only")
     assert len(whole) == 1
     gold = study_frame(engine, "main", pseudonymise=False, gold="only")
     pd.testing.assert_frame_equal(gold, whole, check_exact=True)
-    monkeypatch.setattr(study_cache, "GOLD_BY_ID_MAX", 0)
-    fallback = study_cache.gold_frame(engine, "main", pseudonymise=False)
+    monkeypatch.setattr(study_frames, "GOLD_BY_ID_MAX", 0)
+    fallback = study_frames.gold_frame(engine, "main", pseudonymise=False)
     pd.testing.assert_frame_equal(fallback, whole, check_exact=True)
     # The cached report (those frames) gives the same numbers as the uncached one (two reads in one transaction).
-    cached, direct = quality.cached_quality_report(engine, lead, "main"), quality.quality_report(engine, lead, "main")
+    cached, direct = (
+        reviewer_monitoring.cached_quality_report(engine, lead, "main"),
+        reviewer_monitoring.quality_report(engine, lead, "main"),
+    )
     pd.testing.assert_frame_equal(cached.table(), direct.table(), check_exact=True)
     assert cached.quality.alerts == direct.quality.alerts and cached.pseudonyms == direct.pseudonyms
     assert cached.table()["gold_tasks"].sum() == 1
@@ -362,7 +364,7 @@ def test_a_patch_whose_rated_task_has_no_row_in_the_frame(study):
 
     engine, lead, slots = study
     gold_task, gold_slots = slots[6]
-    quality.mark_gold(engine, lead, "main", gold_task, expected_scores=WORST)
+    gold_tasks.mark_gold(engine, lead, "main", gold_task, expected_scores=WORST)
     before = study_frame(engine, "main")
     rate(engine, gold_slots[0], SAFE)
     after = study_frame(engine, "main")
@@ -375,10 +377,10 @@ def test_a_submit_after_the_agreement_page_read_its_version_gives_the_newer_agre
     """The page reads rubrics and version together, then a fifth task gets both its ratings before the
     frame is read: the frame's read finds a newer version, and the page gets agreement on the newer
     data (5 tasks, not the 4 of the version it read first), not an error."""
-    from review_app.services import study_analysis
+    from review_app.services import cached_analyses
 
     engine, _lead, slots = study
-    real = study_analysis.rubrics_and_version
+    real = cached_analyses.rubrics_and_version
     read_before: list[tuple] = []
 
     def then_both_ratings(*args, **kwargs):
@@ -388,7 +390,7 @@ def test_a_submit_after_the_agreement_page_read_its_version_gives_the_newer_agre
         rate(engine, slots[4][1][1], WORST)
         return read
 
-    monkeypatch.setattr(study_analysis, "rubrics_and_version", then_both_ratings)
+    monkeypatch.setattr(cached_analyses, "rubrics_and_version", then_both_ratings)
     result = cached_agreement_page(engine, "main").result
     assert read_before[0] != data_version(engine, "main")
     assert result.frame()["n_units"].max() == 5
@@ -397,7 +399,8 @@ def test_a_submit_after_the_agreement_page_read_its_version_gives_the_newer_agre
 
 def test_the_agreement_page_s_tables_come_with_its_numbers_and_change_after_a_submit(study):
     """The Agreement page's tables (built in the worker with the numbers) are those of the current data."""
-    from review_app.services.paper_tables import agreement_tables, cached_agreement_page
+    from review_app.services.export.agreement_page import cached_agreement_page
+    from review_app.services.export.paper import agreement_tables
 
     engine, _lead, slots = study
 
@@ -423,19 +426,19 @@ def test_the_agreement_page_s_tables_come_with_its_numbers_and_change_after_a_su
 def test_the_agreement_and_analysis_pages_compute_agreement_once_per_version(study, monkeypatch):
     """The Agreement page's job and the Analysis page's default agreement share one computation (in the
     process that computes: here, with no worker)."""
-    from review_app.services import study_analysis
-    from review_app.services.paper_tables import cached_agreement_page
+    from review_app.services import cached_analyses, study_analysis
+    from review_app.services.export.agreement_page import cached_agreement_page
 
     monkeypatch.setenv(compute_workers.WORKERS_SETTING, "0")
     engine, _lead, _slots = study
     calls = []
-    real = study_analysis.agreement_reports
+    real = cached_analyses.agreement_reports
 
     def counted(*args, **kwargs):
         calls.append(kwargs.get("weights"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(study_analysis, "agreement_reports", counted)
+    monkeypatch.setattr(cached_analyses, "agreement_reports", counted)
     page = cached_agreement_page(engine, "main")
     analysis = cached_analysis(engine, "main")
     assert calls == [study_analysis.AGREEMENT_WEIGHTS]

@@ -10,6 +10,7 @@ are off (``max_retries=0``).
 from __future__ import annotations
 
 import json
+from types import ModuleType
 from typing import Any
 
 from bench_core.kernel.providers.base import (
@@ -19,44 +20,25 @@ from bench_core.kernel.providers.base import (
     ToolCall,
     attr,
     parse_retry_after,
-    public_endpoint,
-    resolve_api_key,
 )
+from bench_core.kernel.providers.sdk_model import SDKChatModel
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 
-class AnthropicModel:
-    """A ``ChatModel`` for Claude models through the official ``anthropic`` SDK."""
+class AnthropicModel(SDKChatModel):
+    """A ``ChatModel`` for Claude models through the official ``anthropic`` SDK (key: ANTHROPIC_API_KEY)."""
 
     provider = "anthropic"
+    vendor = "Anthropic"
+    sdk = "anthropic"
+    default_base_url = DEFAULT_BASE_URL
+    key_env = "ANTHROPIC_API_KEY"
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        base_url: str | None = None,
-        api_key_env: str | None = "ANTHROPIC_API_KEY",
-        api_key: str | None = None,
-        client: Any = None,
-    ) -> None:
-        self.name = name
-        self.endpoint = public_endpoint(base_url or DEFAULT_BASE_URL)
-        if client is None:
-            import anthropic
-
-            key = resolve_api_key(api_key, api_key_env)
-            if not key:
-                raise ValueError(f"no Anthropic API key: set the environment variable {api_key_env}")
-            client = anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0)
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        """The SDK client (the batch adapter of the same provider shares it, with its key and base URL)."""
-        return self._client
+    def connect(self, sdk: ModuleType, key: str, base_url: str | None) -> Any:
+        return sdk.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0)
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """Keyword arguments of ``messages.create`` for this request."""

@@ -15,8 +15,8 @@ That match is confirmed only once the batch has ended, by the entry id every ``c
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from bench_core.kernel.providers.anthropic import AnthropicModel, parse_message
 from bench_core.kernel.providers.base import ChatRequest, ChatResponse, ProviderError, attr, parse_retry_after
@@ -29,10 +29,11 @@ from bench_core.kernel.providers.batch import (
     BatchStatus,
     FoundBatch,
     ResultLine,
+    SDKBatches,
+    aware,
     entry_of,
 )
 
-T = TypeVar("T")
 LIMITS = BatchLimits(max_requests=100_000, max_bytes=256 * 1024 * 1024)
 CLOCK_SKEW = dt.timedelta(minutes=5)
 ERROR_STATUS = {
@@ -48,32 +49,21 @@ ERROR_STATUS = {
 COUNTS = ("processing", "succeeded", "errored", "canceled", "expired")
 
 
-class AnthropicBatches:
+class AnthropicBatches(SDKBatches):
     """The Message Batches API through an ``AnthropicModel``'s SDK client."""
 
     provider = "anthropic"
     limits = LIMITS
-    needs_upload = False
-
-    def __init__(self, model: AnthropicModel, *, timeout: float = 300.0) -> None:
-        self.model = model
-        self.client = model.client
-        self.timeout = timeout
+    model: AnthropicModel
 
     def request_line(self, custom_id: str, request: ChatRequest) -> dict[str, Any]:
         params = self.model.request_body(request)
         params.update(params.pop("extra_body", None) or {})  # the body fields the SDK would merge in
         return {"custom_id": custom_id, "params": params}
 
-    async def upload(self, entry: str, lines: Sequence[dict[str, Any]]) -> str | None:
-        return None
-
     async def create(self, entry: str, lines: Sequence[dict[str, Any]], file_id: str | None) -> str:
-        batch = await _call(self.client.messages.batches.create(requests=list(lines), timeout=self.timeout))
+        batch = await self.call(self.client.messages.batches.create(requests=list(lines), timeout=self.timeout))
         return str(batch.id)
-
-    async def find_upload(self, entry: str, size: int) -> str | None:
-        return None
 
     async def find_batch(
         self, entry: str, *, file_id: str | None, planned_at: dt.datetime, n_requests: int, claimed: set[str]
@@ -99,11 +89,11 @@ class AnthropicBatches:
                         return FoundBatch(batch_id)
                     break  # one line tells whose batch it is
         except Exception as exc:
-            raise _wrapped(exc) from exc
+            raise self.wrapped(exc) from exc
         return unconfirmed
 
     async def status(self, batch_id: str) -> BatchStatus:
-        batch = await _call(self.client.messages.batches.retrieve(batch_id, timeout=self.timeout))
+        batch = await self.call(self.client.messages.batches.retrieve(batch_id, timeout=self.timeout))
         counts = attr(batch, "request_counts")
         numbers = {name: int(attr(counts, name) or 0) for name in COUNTS} if counts is not None else {}
         state = str(attr(batch, "processing_status"))
@@ -122,11 +112,14 @@ class AnthropicBatches:
             async for row in await self.client.messages.batches.results(batch_id, timeout=self.timeout):
                 lines.append(_result_line(row))
         except Exception as exc:
-            raise _wrapped(exc) from exc
+            raise self.wrapped(exc) from exc
         return lines
 
     async def cancel(self, batch_id: str) -> None:
-        await _call(self.client.messages.batches.cancel(batch_id, timeout=self.timeout))
+        await self.call(self.client.messages.batches.cancel(batch_id, timeout=self.timeout))
+
+    def wrapped(self, exc: Exception) -> Exception:
+        return _wrapped(exc)
 
     def parse(self, body: dict[str, Any]) -> ChatResponse:
         return parse_message(body)
@@ -153,20 +146,13 @@ def _result_line(row: Any) -> ResultLine:
 
 def _when(value: Any) -> dt.datetime | None:
     if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        return aware(value)
     if isinstance(value, str):
         try:
             return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return None
     return None
-
-
-async def _call(awaitable: Awaitable[T]) -> T:
-    try:
-        return await awaitable
-    except Exception as exc:
-        raise _wrapped(exc) from exc
 
 
 def _wrapped(exc: Exception) -> Exception:

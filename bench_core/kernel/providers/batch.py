@@ -21,9 +21,9 @@ expired and canceled, each with the provider's own response body for ``parse``.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from bench_core.kernel.providers.base import ChatRequest, ChatResponse
 
@@ -33,6 +33,7 @@ EXPIRED = "expired"
 CANCELED = "canceled"
 OUTCOMES = (SUCCEEDED, ERRORED, EXPIRED, CANCELED)
 TAG = "medrev"  # prefix of file names, display names and metadata keys that carry a journal entry id
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,43 @@ class BatchAPI(Protocol):
     async def cancel(self, batch_id: str) -> None: ...
 
     def parse(self, body: dict[str, Any]) -> ChatResponse: ...
+
+
+class SDKBatches:
+    """What every adapter over a chat model's SDK client shares: the client, the timeout, SDK error wrapping.
+
+    Providers that take every request in the create call (Anthropic, Gemini) have no upload step, so
+    ``upload`` and ``find_upload`` answer None here; an adapter whose provider needs a file overrides both.
+    """
+
+    needs_upload = False
+
+    def __init__(self, model: Any, *, timeout: float = 300.0) -> None:
+        self.model = model
+        self.client = model.client
+        self.timeout = timeout
+
+    async def upload(self, entry: str, lines: Sequence[dict[str, Any]]) -> str | None:
+        return None
+
+    async def find_upload(self, entry: str, size: int) -> str | None:
+        return None
+
+    def wrapped(self, exc: Exception) -> Exception:
+        """An SDK error as the ``ProviderError`` the runner's retry policy reads (others as they are)."""
+        return exc
+
+    async def call(self, awaitable: Awaitable[T]) -> T:
+        """Await one SDK call, its errors wrapped by ``wrapped`` so retries see a ``ProviderError``."""
+        try:
+            return await awaitable
+        except Exception as exc:
+            raise self.wrapped(exc) from exc
+
+
+def aware(value: dt.datetime) -> dt.datetime:
+    """``value`` with UTC assumed when the SDK returned a naive time, so it compares with journal times."""
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 def entry_of(custom_id: str) -> tuple[str, int] | None:

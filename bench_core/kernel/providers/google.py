@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+from types import ModuleType
 from typing import Any
 
 from bench_core.kernel.providers.base import (
@@ -21,9 +22,8 @@ from bench_core.kernel.providers.base import (
     ToolCall,
     attr,
     parse_retry_after,
-    public_endpoint,
-    resolve_api_key,
 )
+from bench_core.kernel.providers.sdk_model import SDKChatModel
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 THINKING_BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 24576}
@@ -61,35 +61,17 @@ def thinking_config(
     return {"thinking_budget": budget, "include_thoughts": budget > 0 if include_thoughts is None else include_thoughts}
 
 
-class GoogleModel:
-    """A ``ChatModel`` for Gemini models."""
+class GoogleModel(SDKChatModel):
+    """A ``ChatModel`` for Gemini models through the official ``google-genai`` SDK (key: GEMINI_API_KEY)."""
 
     provider = "google"
+    vendor = "Google"
+    sdk = "google.genai"
+    default_base_url = DEFAULT_BASE_URL
+    key_env = "GEMINI_API_KEY"
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        base_url: str | None = None,
-        api_key_env: str | None = "GEMINI_API_KEY",
-        api_key: str | None = None,
-        client: Any = None,
-    ) -> None:
-        self.name = name
-        self.endpoint = public_endpoint(base_url or DEFAULT_BASE_URL)
-        if client is None:
-            from google import genai
-
-            key = resolve_api_key(api_key, api_key_env)
-            if not key:
-                raise ValueError(f"no Google API key: set the environment variable {api_key_env}")
-            client = genai.Client(api_key=key, http_options={"base_url": base_url} if base_url else None)
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        """The SDK client (the batch adapter of the same provider shares it, with its key and base URL)."""
-        return self._client
+    def connect(self, sdk: ModuleType, key: str, base_url: str | None) -> Any:
+        return sdk.Client(api_key=key, http_options={"base_url": base_url} if base_url else None)
 
     def request_body(self, request: ChatRequest, *, timeout: float | None = None) -> dict[str, Any]:
         """Keyword arguments of ``generate_content`` (plain dicts, which the SDK accepts for its types)."""

@@ -13,8 +13,8 @@ Finding a job after a kill: its ``display_name`` is ``medrev-<entry>``, listed b
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from bench_core.kernel.providers.base import ChatRequest, ChatResponse, ProviderError, attr, parse_retry_after
 from bench_core.kernel.providers.batch import (
@@ -27,42 +27,32 @@ from bench_core.kernel.providers.batch import (
     BatchStatus,
     FoundBatch,
     ResultLine,
+    SDKBatches,
+    aware,
 )
 from bench_core.kernel.providers.google import GoogleModel, parse_response
 
-T = TypeVar("T")
 LIMITS = BatchLimits(max_requests=50_000, max_bytes=20 * 1024 * 1024)
 ENDED = {"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "PARTIALLY_SUCCEEDED"}
 MISSING = {"EXPIRED": EXPIRED, "CANCELLED": CANCELED}
 KEY = "key"  # the metadata field the Gemini docs use to match responses to requests
 
 
-class GoogleBatches:
+class GoogleBatches(SDKBatches):
     """Gemini batch jobs through a ``GoogleModel``'s SDK client."""
 
     provider = "google"
     limits = LIMITS
-    needs_upload = False
-
-    def __init__(self, model: GoogleModel, *, timeout: float = 300.0) -> None:
-        self.model = model
-        self.client = model.client
-        self.timeout = timeout
+    model: GoogleModel
 
     def request_line(self, custom_id: str, request: ChatRequest) -> dict[str, Any]:
         body = self.model.request_body(request)
         return {"contents": body["contents"], "config": body["config"], "metadata": {KEY: custom_id}}
 
-    async def upload(self, entry: str, lines: Sequence[dict[str, Any]]) -> str | None:
-        return None
-
     async def create(self, entry: str, lines: Sequence[dict[str, Any]], file_id: str | None) -> str:
         config = {"display_name": f"{TAG}-{entry}", "http_options": {"timeout": int(self.timeout * 1000)}}
-        job = await _call(self.client.aio.batches.create(model=self.model.name, src=list(lines), config=config))
+        job = await self.call(self.client.aio.batches.create(model=self.model.name, src=list(lines), config=config))
         return str(job.name)
-
-    async def find_upload(self, entry: str, size: int) -> str | None:
-        return None
 
     async def find_batch(
         self, entry: str, *, file_id: str | None, planned_at: dt.datetime, n_requests: int, claimed: set[str]
@@ -75,14 +65,14 @@ class GoogleBatches:
                 if attr(job, "display_name") == name and str(attr(job, "name")) not in claimed:
                     return FoundBatch(str(attr(job, "name")))
                 created = attr(job, "create_time")
-                if isinstance(created, dt.datetime) and _aware(created) < oldest:
+                if isinstance(created, dt.datetime) and aware(created) < oldest:
                     break
         except Exception as exc:
-            raise _wrapped(exc) from exc
+            raise self.wrapped(exc) from exc
         return None
 
     async def status(self, batch_id: str) -> BatchStatus:
-        job = await _call(self.client.aio.batches.get(name=batch_id))
+        job = await self.call(self.client.aio.batches.get(name=batch_id))
         state = str(attr(attr(job, "state"), "name", attr(job, "state")))
         short = state.removeprefix("JOB_STATE_")
         responses = attr(attr(job, "dest"), "inlined_responses") or []
@@ -113,7 +103,10 @@ class GoogleBatches:
         return lines
 
     async def cancel(self, batch_id: str) -> None:
-        await _call(self.client.aio.batches.cancel(name=batch_id))
+        await self.call(self.client.aio.batches.cancel(name=batch_id))
+
+    def wrapped(self, exc: Exception) -> Exception:
+        return _wrapped(exc)
 
     def parse(self, body: dict[str, Any]) -> ChatResponse:
         return parse_response(body)
@@ -126,17 +119,6 @@ def _http_status(code: Any) -> int | None:
     if code >= 100:
         return code
     return {3: 400, 5: 404, 7: 403, 8: 429, 13: 500, 14: 503, 4: 504, 16: 401}.get(code, 500)
-
-
-def _aware(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-
-
-async def _call(awaitable: Awaitable[T]) -> T:
-    try:
-        return await awaitable
-    except Exception as exc:
-        raise _wrapped(exc) from exc
 
 
 def _wrapped(exc: Exception) -> Exception:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from bench_core.kernel.providers.base import ChatRequest, ChatResponse, ProviderError, attr
 from bench_core.kernel.providers.batch import (
@@ -31,34 +31,30 @@ from bench_core.kernel.providers.batch import (
     BatchStatus,
     FoundBatch,
     ResultLine,
+    SDKBatches,
 )
 from bench_core.kernel.providers.openai_compat import OpenAICompatModel, _status_error, parse_completion
 
-T = TypeVar("T")
 CHAT_URL = "/v1/chat/completions"
 LIMITS = BatchLimits(max_requests=50_000, max_bytes=200 * 1024 * 1024)
 ENDED = {"completed", "failed", "expired", "cancelled"}
 METADATA_KEY = f"{TAG}_entry"
 
 
-class OpenAIBatches:
+class OpenAIBatches(SDKBatches):
     """The Batch API of an ``OpenAICompatModel``'s server, through the same SDK client."""
 
     provider = "openai"
     limits = LIMITS
     needs_upload = True
-
-    def __init__(self, model: OpenAICompatModel, *, timeout: float = 300.0) -> None:
-        self.model = model
-        self.client = model.client
-        self.timeout = timeout
+    model: OpenAICompatModel
 
     def request_line(self, custom_id: str, request: ChatRequest) -> dict[str, Any]:
         return {"custom_id": custom_id, "method": "POST", "url": CHAT_URL, "body": self.model.request_body(request)}
 
     async def upload(self, entry: str, lines: Sequence[dict[str, Any]]) -> str | None:
         data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
-        uploaded = await _call(
+        uploaded = await self.call(
             self.client.files.create(
                 file=(f"{TAG}-{entry}.jsonl", data, "application/jsonl"), purpose="batch", timeout=self.timeout
             )
@@ -68,7 +64,7 @@ class OpenAIBatches:
     async def create(self, entry: str, lines: Sequence[dict[str, Any]], file_id: str | None) -> str:
         if file_id is None:
             raise ValueError("an OpenAI batch needs its uploaded file")
-        batch = await _call(
+        batch = await self.call(
             self.client.batches.create(
                 input_file_id=file_id,
                 endpoint=CHAT_URL,
@@ -89,7 +85,7 @@ class OpenAIBatches:
         except Exception as exc:  # a server without file listing: the entry is uploaded again
             if _not_supported(exc):
                 return None
-            raise _wrapped(exc) from exc
+            raise self.wrapped(exc) from exc
         return None
 
     async def find_batch(
@@ -108,11 +104,11 @@ class OpenAIBatches:
                 if isinstance(created, int | float) and created < oldest:
                     break
         except Exception as exc:
-            raise _wrapped(exc) from exc
+            raise self.wrapped(exc) from exc
         return None
 
     async def status(self, batch_id: str) -> BatchStatus:
-        batch = await _call(self.client.batches.retrieve(batch_id, timeout=self.timeout))
+        batch = await self.call(self.client.batches.retrieve(batch_id, timeout=self.timeout))
         counts = attr(batch, "request_counts")
         numbers = {name: int(attr(counts, name) or 0) for name in ("total", "completed", "failed")} if counts else {}
         state = str(attr(batch, "status"))
@@ -137,14 +133,17 @@ class OpenAIBatches:
             file_id = status.extra.get(key)
             if not file_id:
                 continue
-            content = await _call(self.client.files.content(file_id, timeout=self.timeout))
+            content = await self.call(self.client.files.content(file_id, timeout=self.timeout))
             for raw in content.content.splitlines():
                 if raw.strip():
                     lines.append(_result_line(json.loads(raw), status.state))
         return lines
 
     async def cancel(self, batch_id: str) -> None:
-        await _call(self.client.batches.cancel(batch_id, timeout=self.timeout))
+        await self.call(self.client.batches.cancel(batch_id, timeout=self.timeout))
+
+    def wrapped(self, exc: Exception) -> Exception:
+        return _wrapped(exc)
 
     def parse(self, body: dict[str, Any]) -> ChatResponse:
         return parse_completion(body)
@@ -168,13 +167,6 @@ def _result_line(row: dict[str, Any], batch_state: str) -> ResultLine:
     if code == "batch_cancelled" or (not status and batch_state in ("cancelled", "cancelling")):
         return ResultLine(custom, CANCELED, status=status, message=message)
     return ResultLine(custom, ERRORED, status=status, message=message)
-
-
-async def _call(awaitable: Awaitable[T]) -> T:
-    try:
-        return await awaitable
-    except Exception as exc:
-        raise _wrapped(exc) from exc
 
 
 def _wrapped(exc: Exception) -> Exception:

@@ -41,14 +41,31 @@ DEFAULT_RETRY = RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=10.0, max_
 
 
 class _HTTPService:
-    """An httpx client with the retry rule shared by both services."""
+    """An httpx client with the retry rule shared by both services.
+
+    Endpoint and key come from the arguments, else from the service's environment variables (``url_env``,
+    ``key_env``), else the public endpoint; a service whose key is ``key_required`` refuses to start without one.
+    """
 
     service = "http"
+    url_env = ""
+    default_url = ""
+    key_env = ""
+    key_required = False
 
-    def __init__(self, url: str, *, timeout: float, retry: RetryPolicy, client: httpx.AsyncClient | None) -> None:
-        self.url = url
-        self.endpoint = public_endpoint(url)
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.url = url or os.environ.get(self.url_env) or self.default_url
+        self.endpoint = public_endpoint(self.url)
         self.retry = retry
+        self._api_key = _key(api_key, self.key_env, required=self.key_required, service=self.service)
         self._client = client or httpx.AsyncClient(timeout=timeout)
         self._rng = random.Random()
 
@@ -104,20 +121,10 @@ class SerperSearch(_HTTPService):
     """Google results through Serper (``search`` only)."""
 
     service = "Serper"
-
-    def __init__(
-        self,
-        *,
-        url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 30.0,
-        retry: RetryPolicy = DEFAULT_RETRY,
-        client: httpx.AsyncClient | None = None,
-    ) -> None:
-        super().__init__(
-            url or os.environ.get(SERPER_URL_ENV) or SERPER_DEFAULT_URL, timeout=timeout, retry=retry, client=client
-        )
-        self._api_key = _key(api_key, SERPER_KEY_ENV, required=True, service="Serper")
+    url_env = SERPER_URL_ENV
+    default_url = SERPER_DEFAULT_URL
+    key_env = SERPER_KEY_ENV
+    key_required = True
 
     async def search(self, query: str, k: int) -> list[SearchHit]:
         response = await self._post(
@@ -141,20 +148,9 @@ class JinaReader(_HTTPService):
     """Page text through Jina Reader (``visit`` only)."""
 
     service = "Jina Reader"
-
-    def __init__(
-        self,
-        *,
-        url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 30.0,
-        retry: RetryPolicy = DEFAULT_RETRY,
-        client: httpx.AsyncClient | None = None,
-    ) -> None:
-        super().__init__(
-            url or os.environ.get(JINA_URL_ENV) or JINA_DEFAULT_URL, timeout=timeout, retry=retry, client=client
-        )
-        self._api_key = _key(api_key, JINA_KEY_ENV, required=False, service="Jina")
+    url_env = JINA_URL_ENV
+    default_url = JINA_DEFAULT_URL
+    key_env = JINA_KEY_ENV
 
     async def visit(self, url: str) -> Page:
         parts = urlsplit(url.strip())

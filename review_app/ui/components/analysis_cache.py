@@ -11,13 +11,9 @@ from __future__ import annotations
 import streamlit as st
 
 from review_app.analysis import RubricASummary
-from review_app.services.paper_tables import AgreementPage, cached_agreement_page
-from review_app.services.study_analysis import (
-    DEFAULT_N_BOOT,
-    StudyAnalysis,
-    cached_analysis,
-    cached_rubric_a_intervals,
-)
+from review_app.services.cached_analyses import cached_analysis, cached_rubric_a_intervals
+from review_app.services.export.agreement_page import AgreementPage, cached_agreement_page
+from review_app.services.study_analysis import DEFAULT_N_BOOT, StudyAnalysis
 
 
 def analysis_for(db, study: str, *, pending: str = "include") -> StudyAnalysis:

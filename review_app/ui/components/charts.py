@@ -14,11 +14,79 @@ from collections.abc import Iterable
 
 import plotly.graph_objects as go
 
-from review_app.services.export_tables import AGGREGATION_LABELS, CLASS_LABELS
+from review_app.services.export.tables import AGGREGATION_LABELS, CLASS_LABELS
 from review_app.services.priority import lead_step
 
 COLORS = {"complete": "#2f8f5b", "open": "#c9d3e6", "submitted": "#2f8f5b", "skipped": "#e0a43a"}
 MARGIN = dict(l=10, r=10, t=40, b=10)
+LISTED = 24  # a trace with more points than this is summarised in the text alternative, not listed
+
+
+def _number(value, percent: bool) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if not math.isfinite(number):
+        return "missing"
+    if percent:
+        return f"{number:.0%}"
+    return f"{number:,.0f}" if number.is_integer() else f"{number:.3g}"
+
+
+def _points(trace: dict, percent: bool) -> str:
+    """One trace's points as words: "A 12, B 8", each with its interval when the trace draws one."""
+    def listed(value) -> list:  # a list, a tuple or a pandas Series (whose truth value is ambiguous)
+        return [] if value is None else list(value)
+
+    across = trace.get("orientation") == "h"
+    places = listed(trace.get("y" if across else "x"))
+    values = listed(trace.get("x" if across else "y"))
+    bars = trace.get("error_x" if across else "error_y") or {}
+    plus = listed(bars.get("array"))
+    minus = listed(bars.get("arrayminus")) if bars.get("arrayminus") is not None else plus
+    if len(values) > LISTED:
+        finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+        if not finite:
+            return f"{len(values)} points, none with a value"
+        return (
+            f"{len(values)} points from {places[0]} to {places[-1]}, values from {_number(min(finite), percent)} "
+            f"to {_number(max(finite), percent)}, the last {_number(finite[-1], percent)}"
+        )
+    words = []
+    for i, (place, value) in enumerate(zip(places, values, strict=False)):
+        text = f"{place} {_number(value, percent)}"
+        if i < len(plus) and i < len(minus):
+            try:
+                low, high = float(value) - float(minus[i]), float(value) + float(plus[i])
+            except (TypeError, ValueError):
+                low = high = math.nan
+            if math.isfinite(low) and math.isfinite(high) and high > low:
+                text += f" ({_number(low, percent)} to {_number(high, percent)})"
+        words.append(text)
+    return ", ".join(words) or "no points"
+
+
+def alt_text(traces: list[dict], layout: dict) -> str:
+    """The chart's text alternative (WCAG 1.1.1): its title, then every trace's numbers in words.
+
+    The page's script gives it to the chart as its accessible name (``a11y.js``), so a screen reader
+    reads the numbers the bars and markers show rather than the SVG's tick labels.
+    """
+    title = (layout.get("title") or {}).get("text", "")
+    value_axis = layout.get("yaxis") or {}
+    percent = "%" in str(value_axis.get("tickformat", ""))
+    parts = []
+    for trace in traces:
+        name = trace.get("name")
+        parts.append(f"{name}: {_points(trace, percent)}" if name else _points(trace, percent))
+    return f"Chart: {title}. " + "; ".join(parts) + "."
+
+
+def figure(traces: dict | list[dict], layout: dict) -> go.Figure:
+    """``go.Figure(traces, layout=...)`` with the text alternative in the layout's ``meta``."""
+    listed = [traces] if isinstance(traces, dict) else list(traces)
+    return go.Figure(listed, layout=dict(layout, meta=dict(alt=alt_text(listed, layout))))
 
 
 def titled(text: str, **axis) -> dict:
@@ -34,6 +102,15 @@ def vertical_line(x: float, **line) -> dict:
 def horizontal_line(y: float, **line) -> dict:
     """A reference line across the plot at ``y`` (what ``Figure.add_hline`` adds)."""
     return dict(type="line", x0=0, x1=1, xref="x domain", y0=y, y1=y, yref="y", line=line)
+
+
+def ci_bars(estimate, low, high) -> dict:
+    """Asymmetric error bars from an interval's ends (``error_x=`` or ``error_y=`` of a trace).
+
+    Plotly draws error bars as distances from the point, so the ends become ``high - estimate``
+    and ``estimate - low``; the arguments are pandas Series (or numpy arrays) of equal length.
+    """
+    return dict(type="data", symmetric=False, array=list(high - estimate), arrayminus=list(estimate - low))
 
 
 def count_axis(text: str, largest: float, **axis) -> dict:
@@ -74,7 +151,7 @@ def completion_bars(rows: list[dict], key: str, title: str) -> go.Figure:
     labels = [str(r[key]) for r in rows]
     complete = [r["complete"] for r in rows]
     remaining = [r["tasks"] - r["complete"] for r in rows]
-    return go.Figure(
+    return figure(
         [
             dict(type="bar", name="complete", x=labels, y=complete, marker=dict(color=COLORS["complete"])),
             dict(type="bar", name="not yet", x=labels, y=remaining, marker=dict(color=COLORS["open"])),
@@ -93,7 +170,7 @@ def completion_bars(rows: list[dict], key: str, title: str) -> go.Figure:
 @lead_step
 def reviewer_bars(rows: list[dict]) -> go.Figure:
     names = [r["username"] for r in rows]
-    return go.Figure(
+    return figure(
         [
             dict(
                 type="bar",
@@ -125,7 +202,7 @@ def agreement_forest(frame) -> go.Figure:
     values = list(frame["coefficient"])
     low = [v - lo if v == v and lo == lo else 0 for v, lo in zip(values, frame["ci_low"], strict=True)]
     high = [hi - v if v == v and hi == hi else 0 for v, hi in zip(values, frame["ci_high"], strict=True)]
-    return go.Figure(
+    return figure(
         dict(
             type="scatter",
             x=values,
@@ -152,7 +229,7 @@ def score_usage(frame) -> go.Figure:
     columns = [c for c in frame.columns if c.startswith("n_score_")]
     names = list(frame["score_name"])
     palette = ["#c0392b", "#e0a43a", "#2f8f5b", "#7f8c8d"]
-    return go.Figure(
+    return figure(
         [
             dict(
                 type="bar",
@@ -184,18 +261,13 @@ def pass_rates(frame) -> go.Figure:
     drawn as an empty slot.
     """
     frame = frame[frame["pass_rate"].notna()]
-    return go.Figure(
+    return figure(
         dict(
             type="bar",
             x=list(frame["name"]),
             y=list(frame["pass_rate"]),
             marker=dict(color="#2f5bd3"),
-            error_y=dict(
-                type="data",
-                symmetric=False,
-                array=list(frame["pass_ci_high"] - frame["pass_rate"]),
-                arrayminus=list(frame["pass_rate"] - frame["pass_ci_low"]),
-            ),
+            error_y=ci_bars(frame["pass_rate"], frame["pass_ci_low"], frame["pass_ci_high"]),
         ),
         layout=dict(
             title=dict(text="Passing rate (per-task mean ≥ threshold)"),
@@ -211,19 +283,14 @@ def pass_rates(frame) -> go.Figure:
 def outcome_classes(frame) -> go.Figure:
     """Rubric B outcome-class rates per aggregation (all tasks), with Wilson 95% CIs."""
     rows = frame[frame["group"] == "all"]
-    return go.Figure(
+    return figure(
         [
             dict(
                 type="bar",
                 name=AGGREGATION_LABELS.get(aggregation, aggregation),
                 x=[CLASS_LABELS.get(o, o) for o in part["outcome"]],
                 y=list(part["rate"]),
-                error_y=dict(
-                    type="data",
-                    symmetric=False,
-                    array=list(part["ci_high"] - part["rate"]),
-                    arrayminus=list(part["rate"] - part["ci_low"]),
-                ),
+                error_y=ci_bars(part["rate"], part["ci_low"], part["ci_high"]),
             )
             for aggregation, part in rows.groupby("aggregation", sort=False)
         ],
@@ -254,19 +321,14 @@ def odds_ratios(table) -> go.Figure:
         labels = list(rows["label"])
     else:
         labels = [f"{t} vs {r}" if r else str(t) for t, r in zip(rows["term"], references, strict=True)]
-    return go.Figure(
+    return figure(
         dict(
             type="scatter",
             x=list(rows["odds_ratio"]),
             y=labels,
             mode="markers",
             marker=dict(size=10, color="#b02a37", symbol=["circle-open" if s else "circle" for s in separated]),
-            error_x=dict(
-                type="data",
-                symmetric=False,
-                array=list(rows["or_ci_high"] - rows["odds_ratio"]),
-                arrayminus=list(rows["odds_ratio"] - rows["or_ci_low"]),
-            ),
+            error_x=ci_bars(rows["odds_ratio"], rows["or_ci_low"], rows["or_ci_high"]),
         ),
         layout=dict(
             shapes=[vertical_line(1, dash="dot")],
@@ -285,7 +347,7 @@ def odds_ratios(table) -> go.Figure:
 def judge_labels(confusion) -> go.Figure:
     """Clinician labels against the judge's: one bar group per judge label, bars by clinician label."""
     palette = {"recognized": "#2f8f5b", "neutral": "#7f8c8d", "polluted": "#c0392b"}
-    return go.Figure(
+    return figure(
         [
             dict(
                 type="bar",
@@ -321,7 +383,7 @@ def confidence_levels(by_confidence) -> go.Figure:
     ]
     agree = list(by_confidence["k"])
     differ = [n - k for n, k in zip(by_confidence["n"], by_confidence["k"], strict=True)]
-    return go.Figure(
+    return figure(
         [
             dict(type="bar", name="agrees with the judge", x=labels, y=agree, marker=dict(color=COLORS["complete"])),
             dict(type="bar", name="differs from the judge", x=labels, y=differ, marker=dict(color=COLORS["skipped"])),

@@ -15,7 +15,7 @@ import html
 
 import streamlit as st
 
-from review_app.services.reviewing import TaskMaterial
+from review_app.services.task_material import TaskMaterial
 from review_app.ui.components.text import markdown_subset
 
 STYLE = """
@@ -133,7 +133,8 @@ def taxonomy_card(view: TaskMaterial) -> str:
 
 
 def render_mcq(view: TaskMaterial) -> None:
-    """Question, options and context for Rubric A and B, as the protocol lists them (SPEC 2.2).
+    """Question, options and context for Rubric A and B, as the review protocol lists them
+    (docs/review-app.md, "Reviewers' pages").
 
     For Rubric B the model response comes first: it is what the reviewer scores, and its start
     must be on screen without scrolling; the case it answers follows below it.

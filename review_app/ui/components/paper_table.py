@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from review_app.services.paper_tables import PaperTable
+from review_app.services.export.paper import PaperTable
 from review_app.services.priority import lead_step
 from review_app.ui.components import tables
 

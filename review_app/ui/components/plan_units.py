@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from review_app.analysis.planning import Plan
+from review_app.analysis.sample_size import Plan
 from review_app.services import planning
 from review_app.services.planning import PlanInUnits
 from review_app.ui.components.quality import METRIC_NAMES

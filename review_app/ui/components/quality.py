@@ -12,12 +12,21 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from review_app.analysis.reviewer_quality import MIN_DRIFT_TASKS, drift_limit
-from review_app.services import planning, quality
+from review_app.analysis.reviewer_measures import MIN_DRIFT_TASKS, drift_limit
+from review_app.services import reviewer_monitoring
 from review_app.services.errors import ServiceError
 from review_app.services.priority import lead_step
 from review_app.ui.components import tables
-from review_app.ui.components.charts import MARGIN, count_axis, horizontal_line, log_axis, titled, vertical_line
+from review_app.ui.components.charts import (
+    MARGIN,
+    ci_bars,
+    count_axis,
+    figure,
+    horizontal_line,
+    log_axis,
+    titled,
+    vertical_line,
+)
 
 SHARED = "tasks the reviewer shares with at least one co-rater"
 SEVERITY = "Severity in detail"
@@ -221,7 +230,7 @@ def sentence(note: str) -> str:
 REPORT_WAIT_SECONDS = 0.5  # a small study's full report is ready by then: shown at once, severity included
 
 
-def report_for(db, user, study: str) -> quality.ReportNow:
+def report_for(db, user, study: str) -> reviewer_monitoring.ReportNow:
     """The study's reviewer-quality report, recomputed exactly when ratings, gold tasks, thresholds or the
     study's analysis options change (one copy shared by every lead: ``services.study_cache``).
 
@@ -229,7 +238,7 @@ def report_for(db, user, study: str) -> quality.ReportNow:
     comes without it (``complete`` False) and :func:`wait_for_severity` reruns the page when it is ready.
     """
     with st.spinner("Computing reviewer quality..."):
-        return quality.quality_report_now(db, user, study, wait_seconds=REPORT_WAIT_SECONDS)
+        return reviewer_monitoring.quality_report_now(db, user, study, wait_seconds=REPORT_WAIT_SECONDS)
 
 
 ALERT_POLL_SECONDS = 2
@@ -242,7 +251,7 @@ def show_alerts(db, user, study: str) -> None:
     data: the page's counts show at once, and a small fragment reruns the page when they are ready.
     """
     try:
-        now = quality.quality_alerts_if_ready(db, user, study)
+        now = reviewer_monitoring.quality_alerts_if_ready(db, user, study)
     except ServiceError as error:  # pragma: no cover - the page checked the role already
         st.error(str(error))
         return
@@ -257,7 +266,7 @@ def show_alerts(db, user, study: str) -> None:
 @st.fragment(run_every=ALERT_POLL_SECONDS)
 def wait_for_severity(db, user, study: str) -> None:
     """A note while severity is computed; reruns the page once the full report is ready."""
-    if quality.quality_report_now(db, user, study).complete:
+    if reviewer_monitoring.quality_report_now(db, user, study).complete:
         st.rerun(scope="app")
     st.caption(
         ":material/hourglass_top: Computing severity (the harm model, and its refit by third of each reviewer's "
@@ -267,7 +276,7 @@ def wait_for_severity(db, user, study: str) -> None:
 
 @st.fragment(run_every=ALERT_POLL_SECONDS)
 def _wait_for_alerts(db, user, study: str, *, shown: bool) -> None:
-    now = quality.quality_alerts_if_ready(db, user, study)
+    now = reviewer_monitoring.quality_alerts_if_ready(db, user, study)
     if now is not None and now.current:
         st.rerun(scope="app")
     what = "the alerts below are from a moment ago" if shown else "alerts appear here when ready"
@@ -283,14 +292,14 @@ def severity_forest(table: pd.DataFrame) -> go.Figure:
     """
     rows = table.loc[table["severity"].notna()] if "severity" in table else table.iloc[0:0]
     ratio, low, high = (np.exp(rows[c].astype(float)) for c in ("severity", "severity_ci_low", "severity_ci_high"))
-    return go.Figure(
+    return figure(
         dict(
             type="scatter",
             x=list(ratio),
             y=list(rows.get("rater", [])),
             mode="markers",
             marker=dict(size=9, color="#2f5bd3"),
-            error_x=dict(type="data", symmetric=False, array=list(high - ratio), arrayminus=list(ratio - low)),
+            error_x=ci_bars(ratio, low, high),
             hovertemplate="%{y}: %{x:.2f}<extra></extra>",
         ),
         layout=dict(
@@ -312,7 +321,7 @@ def cusum_chart(path: pd.DataFrame, alpha: float, rater: str) -> go.Figure:
     # the band only where the test runs: below MIN_DRIFT_TASKS shared tasks no line can raise an alert
     limit = drift_limit(alpha, n, sd) if n >= MIN_DRIFT_TASKS else None
     band = [horizontal_line(sign * limit, color="#c0392b", dash="dash") for sign in (1, -1)] if limit else []
-    return go.Figure(
+    return figure(
         dict(
             type="scatter",
             x=path["task"],
@@ -333,42 +342,4 @@ def cusum_chart(path: pd.DataFrame, alpha: float, rater: str) -> go.Figure:
     )
 
 
-def plan_metrics(plan) -> None:
-    """A plan's numbers as metrics (Plan page and Study set-up page)."""
-    cols = st.columns(5)
-    cols[0].metric("Tasks", plan.n_tasks)
-    cols[1].metric(f"Rated by {plan.raters}", plan.n_dual, help="Dual-rated tasks")
-    cols[2].metric("Dual share", f"{plan.dual_share:.2f}")
-    hours = plan.reviewer_hours
-    cols[3].metric("Reviewer-hours", "—" if hours is None else f"{hours:.1f}")
-    if plan.metric == "harm-or":
-        cols[4].metric("Simulated power", f"{plan.achieved:.3f}", help=f"target {plan.target:.2f}")
-    else:
-        cols[4].metric("Simulated CI width", f"{plan.achieved:.3f}", help=f"target {plan.target:.3f}")
-
-
 METRIC_NAMES = {"rate": "Rate (Wilson CI)", "ac2": "Agreement (AC2 CI)", "harm-or": "Harm-model odds ratio (power)"}
-
-
-def plan_panel(box, db, study: str) -> None:
-    """The study's plans next to its pool: what is needed, what is drawn, and what falls short."""
-    check = planning.plan_check(db, study)
-    with box.container(border=True):
-        st.markdown("**Study plan**")
-        if not check.plans:
-            st.caption("No plan kept for this study yet. The Plan page computes one from your targets.")
-            return
-        for plan in check.plans:
-            st.caption(
-                f"{METRIC_NAMES[plan.metric]}: {plan.n_tasks} tasks, {plan.n_dual} rated by {plan.raters} "
-                f"(seed {plan.seed}, {plan.simulations} simulations)"
-            )
-        st.markdown(
-            f"Needs **{check.needed_tasks}** units, **{check.needed_dual}** multi-rated "
-            f"(dual share ≥ {check.needed_share:.2f}). Pool now: {check.units} units"
-            + (f", {check.dual_units} multi-rated." if check.assigned_units else ", not yet assigned.")
-        )
-        for warning in check.warnings:
-            st.warning(warning)
-        if not check.warnings:
-            st.success("The pool meets the plan." if check.assigned_units else "The pool size meets the plan.")

@@ -38,7 +38,7 @@ import pandas as pd
 import streamlit as st
 
 from review_app.analysis.formatting import MISSING, format_odds_ratio, format_p, format_percent
-from review_app.services.paper_tables import PaperTable
+from review_app.services.export.paper import PaperTable
 from review_app.services.priority import lead_step
 from review_app.ui.components.text import plain
 

@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from review_app.services import paper_tables, studies
+from review_app.services import studies
+from review_app.services.export import paper as paper_tables
 from review_app.services.judge_audit import judge_audit_summary, verdict_names
 from review_app.ui.components import charts, tables
 from review_app.ui.components.analysis_cache import agreement_page_for

@@ -1,6 +1,6 @@
 """The paper's appendix B tables and figures: Rubric A passing rates, outcome classes, strata, odds ratios.
 
-Every table comes from ``review_app.services.paper_tables`` (labels, captions, CSV and LaTeX downloads);
+Every table comes from ``review_app.services.export.paper`` (labels, captions, CSV and LaTeX downloads);
 a judge-audit study shows its own tables (agreement with the judge, confusion, by confidence).
 
 The analysis settings (harm-model reference levels, mean-reviewer tie rule, items without a clarity
@@ -16,12 +16,14 @@ import streamlit as st
 
 from review_app.analysis import OUTCOME_CLASSES
 from review_app.analysis.formatting import FACTOR_LABELS
-from review_app.analysis.harm_model import DEFAULT_PRIOR_INTERCEPT_SD, DEFAULT_PRIOR_SD
-from review_app.analysis.rubric_b import HARM_MODEL_FIXED, TIE_RULE_LABELS, TIE_RULES
-from review_app.services import export, paper_tables, studies
+from review_app.analysis.priors import DEFAULT_PRIOR_INTERCEPT_SD, DEFAULT_PRIOR_SD
+from review_app.analysis.rubric_b import TIE_RULE_LABELS, TIE_RULES
+from review_app.analysis.study_harm_model import HARM_MODEL_FIXED
+from review_app.services import export, studies
+from review_app.services.analysis_options import AnalysisOptions, save_analysis_options
 from review_app.services.errors import ServiceError
+from review_app.services.export import paper as paper_tables
 from review_app.services.judge_audit import judge_audit_summary, verdict_names
-from review_app.services.study_analysis import AnalysisOptions, save_analysis_options
 from review_app.ui.components import charts, paper_table
 from review_app.ui.components.analysis_cache import analysis_for, rubric_a_intervals_for
 from review_app.ui.components.pickers import pick_study

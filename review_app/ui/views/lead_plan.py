@@ -7,7 +7,7 @@ at a time per task the lead can set (the study's measured median by default).
 
 import streamlit as st
 
-from review_app.analysis.planning import Plan
+from review_app.analysis.sample_size import Plan
 from review_app.services import planning, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components.pickers import pick_study

@@ -3,9 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from review_app.analysis.reviewer_quality import ALERTS_ONLY_NOTE, MIN_DRIFT_TASKS, QualityThresholds
+from review_app.analysis.reviewer_measures import MIN_DRIFT_TASKS
+from review_app.analysis.reviewer_quality import ALERTS_ONLY_NOTE, QualityThresholds
 from review_app.rubrics import get_rubric
-from review_app.services import quality, studies
+from review_app.services import gold_tasks, reviewer_monitoring, studies
 from review_app.services.errors import ServiceError
 from review_app.ui.components import tables
 from review_app.ui.components.pickers import pick_study
@@ -76,7 +77,7 @@ with st.expander("What each column means"):
     st.markdown(tables.legend({c: spec for c, spec in QUALITY_COLUMNS.items() if c in table.columns}))
 st.download_button(
     "Download this table (CSV)",
-    quality.quality_csv(report, real_names=real_names),
+    reviewer_monitoring.quality_csv(report, real_names=real_names),
     file_name=f"reviewer-quality-{study.id}.csv",
     mime="text/csv",
     icon=":material/download:",
@@ -114,7 +115,7 @@ st.caption(
     "Tasks whose expected scores are known, served to reviewers like any other task. Choose them before anyone "
     "rates them: from a final decision on the same item in another study, or by entering a consensus."
 )
-gold = quality.gold_tasks(db, user, study.name)
+gold = gold_tasks.gold_tasks(db, user, study.name)
 if gold:
     for key in sorted({g.rubric for g in gold}):
         rubric = get_rubric(key)
@@ -149,7 +150,7 @@ if gold:
 else:
     st.caption("No gold task yet.")
 
-candidates = quality.gold_candidates(db, user, study.name)
+candidates = gold_tasks.gold_candidates(db, user, study.name)
 if candidates:
     with st.form("gold_from_decisions"):
         picked = st.multiselect(
@@ -160,14 +161,14 @@ if candidates:
         if st.form_submit_button("Mark as gold with those decisions"):
             try:
                 for candidate in picked:
-                    quality.mark_gold(db, user, study.name, candidate.task_id)
+                    gold_tasks.mark_gold(db, user, study.name, candidate.task_id)
                 flash(f"Marked {len(picked)} gold task(s).")
             except ServiceError as error:
                 flash(str(error), "error")
             st.rerun()
 
 UNRATED_SHOWN = 500
-unrated = quality.unrated_tasks(db, user, study.name, limit=UNRATED_SHOWN)
+unrated = gold_tasks.unrated_tasks(db, user, study.name, limit=UNRATED_SHOWN)
 with st.expander("Mark a task as gold with consensus scores"):
     if not unrated:
         st.caption("Every task has been rated or is gold already.")
@@ -183,7 +184,7 @@ with st.expander("Mark a task as gold with consensus scores"):
             }
             if st.form_submit_button("Mark as gold"):
                 try:
-                    quality.mark_gold(db, user, study.name, task[0], expected_scores=scores)
+                    gold_tasks.mark_gold(db, user, study.name, task[0], expected_scores=scores)
                     flash(f"Task {task[0]} is a gold task.")
                 except ServiceError as error:
                     flash(str(error), "error")
@@ -194,14 +195,14 @@ if removable:
         target = st.selectbox("Unrated gold task", removable, format_func=lambda g: f"{g.unit_key} (task {g.task_id})")
         if st.form_submit_button("Make it an ordinary task again"):
             try:
-                quality.unmark_gold(db, user, study.name, target.task_id)
+                gold_tasks.unmark_gold(db, user, study.name, target.task_id)
                 flash(f"Task {target.task_id} is an ordinary task again.")
             except ServiceError as error:
                 flash(str(error), "error")
             st.rerun()
 
 st.markdown("#### Alert thresholds")
-current = quality.thresholds(db, study.name)
+current = reviewer_monitoring.thresholds(db, study.name)
 with st.form("thresholds"):
     left, mid, right = st.columns(3)
     alpha = left.number_input(
@@ -218,7 +219,7 @@ with st.form("thresholds"):
     if st.form_submit_button("Save thresholds"):
         try:
             values = QualityThresholds(drift_alpha=alpha, gold_accuracy_min=accuracy, min_gold=int(minimum))
-            quality.set_thresholds(db, user, study.name, values)
+            reviewer_monitoring.set_thresholds(db, user, study.name, values)
             flash("Thresholds saved; the Progress page alerts on them.")
         except (ServiceError, ValueError) as error:
             flash(str(error), "error")

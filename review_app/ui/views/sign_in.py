@@ -6,7 +6,7 @@ same, and so does the lock-out after too many failures (usernames that do not ex
 
 import streamlit as st
 
-from review_app.services import accounts
+from review_app.services import authentication
 from review_app.services.errors import AccountLocked
 from review_app.ui.session import client_address, engine, oidc_configured, pop_notice, sign_in_as
 
@@ -23,8 +23,8 @@ with left:
         submitted = st.form_submit_button("Sign in", type="primary", width="stretch")
     if submitted:
         try:
-            user = accounts.authenticate(engine(), username, password, client=client_address())
-        except accounts.SigninBusy as exc:
+            user = authentication.authenticate(engine(), username, password, client=client_address())
+        except authentication.SigninBusy as exc:
             st.warning(str(exc).capitalize() + ".")
         except AccountLocked as exc:
             st.error(str(exc).capitalize() + ". Ask your study lead to reset your password if you need access now.")

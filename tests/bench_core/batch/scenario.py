@@ -1,4 +1,5 @@
-"""Data, policies and arguments shared by the batch tests: one small run of each command that calls models."""
+"""Data, policies and arguments shared by the batch tests (one small run of each command that calls models),
+and the synthetic data files the kill-and-resume tests run on."""
 
 from __future__ import annotations
 
@@ -7,13 +8,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.bench_core.medmisbench.scenario import run_args
 from tests.fakes.openai_server import Received, Reply
 
 N_ITEMS = 6
 CONDITIONS = ("clean", "type1", "type2")
 TIMING = ("started_at", "finished_at", "latency_s")
 ROOT = Path(__file__).resolve().parents[3]
+QUIET = ("--no-progress", "--backoff", "0.01")  # no progress bar, fast retries
 TROJAN_SAMPLE = ROOT / "tests" / "data" / "trojan" / "standardized_analysis_sample.json"
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
 
 
 def digest(text: str) -> int:
@@ -40,32 +48,13 @@ def write_medmisbench(path: Path, n: int = N_ITEMS) -> Path:
                 "injection_provenance": ["Neutral", "Patient", "Authority"][index % 3],
             }
         )
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
+    return write_jsonl(path, rows)
 
 
 def medmisbench_args(server: Any, data: Path, out: Path, provider: str = "openai") -> list[str]:
     base = server.url if provider == "openai" else server.url.removesuffix("/v1")
     model = {"openai": "m-openai", "anthropic": "claude-fake", "google": "gemini-2.5-flash"}[provider]
-    return [
-        "run",
-        "medmisbench",
-        "--data",
-        str(data),
-        "--model",
-        model,
-        "--base-url",
-        base,
-        "--out",
-        str(out),
-        "--provider",
-        provider,
-        "--api-key-env",
-        "MEDREV_TEST_KEY",
-        "--no-progress",
-        "--backoff",
-        "0.01",
-    ]
+    return run_args(data, base, out, "--provider", provider, "--api-key-env", "MEDREV_TEST_KEY", *QUIET, model=model)
 
 
 def healthcontradict_policy(received: Received) -> Reply:
@@ -86,26 +75,11 @@ def write_healthcontradict(path: Path) -> Path:
                 "doc_b": f"Treatment {topic} does not work, says document {k}b.",
             }
         )
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
+    return write_jsonl(path, rows)
 
 
-def healthcontradict_args(server: Any, data: Path, out: Path) -> list[str]:
-    return [
-        "run",
-        "healthcontradict",
-        "--data",
-        str(data),
-        "--model",
-        "hc-model",
-        "--base-url",
-        server.url,
-        "--out",
-        str(out),
-        "--no-progress",
-        "--backoff",
-        "0.01",
-    ]
+def healthcontradict_args(server: Any, data: Path, out: Path, *extra: str, model: str = "hc-model") -> list[str]:
+    return run_args(data, server.url, out, *QUIET, *extra, model=model, design="healthcontradict")
 
 
 def trojan_policy(received: Received) -> Reply:
@@ -130,9 +104,7 @@ def trojan_args(server: Any, out: Path) -> list[str]:
         "2024-01-01T00:00:00Z",
         "--out",
         str(out),
-        "--no-progress",
-        "--backoff",
-        "0.01",
+        *QUIET,
     ]
 
 
@@ -148,8 +120,7 @@ def write_medqa(path: Path, n: int = 4) -> Path:
                 "answer_idx": "ABCD"[index % 4],
             }
         )
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
+    return write_jsonl(path, rows)
 
 
 def generate_args(server: Any, source: Path, out: Path) -> list[str]:
@@ -165,9 +136,7 @@ def generate_args(server: Any, source: Path, out: Path) -> list[str]:
         server.url,
         "--out",
         str(out),
-        "--no-progress",
-        "--backoff",
-        "0.01",
+        *QUIET,
     ]
 
 

@@ -4,10 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -18,7 +15,6 @@ from bench_core.kernel.batch_journal import BatchJournal
 from tests.bench_core.batch.scenario import (
     CONDITIONS,
     N_ITEMS,
-    ROOT,
     batch_flags,
     healthcontradict_args,
     medmisbench_args,
@@ -27,21 +23,9 @@ from tests.bench_core.batch.scenario import (
     write_healthcontradict,
     write_medmisbench,
 )
-from tests.bench_core.interrupt import default_sigint, run_cli
+from tests.bench_core.interrupt import run_cli, start_cli
 
 FOREVER = 10**9  # polls before a batch ends: the run waits until the test acts
-
-
-def _start(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "bench_core", *args],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        preexec_fn=default_sigint,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def _wait_for_batches(server, process, count: int) -> None:
@@ -60,7 +44,7 @@ def waiting_run(fake_batch, tmp_path):
     server = fake_batch(medmisbench_policy, steps=FOREVER)
     out = tmp_path / "run"
     args = [*medmisbench_args(server, data, out), *batch_flags("--batch-size", "8")]
-    process = _start(args)
+    process = start_cli(args)
     _wait_for_batches(server, process, 3)
     yield server, process, out, args
     if process.poll() is None:

@@ -15,10 +15,7 @@ prefix of its results.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -29,14 +26,13 @@ from bench_core.kernel.batch_journal import BatchJournal
 from tests.bench_core.batch.scenario import (
     CONDITIONS,
     N_ITEMS,
-    ROOT,
     batch_flags,
     medmisbench_args,
     medmisbench_policy,
     records,
     write_medmisbench,
 )
-from tests.bench_core.interrupt import default_sigint, run_cli
+from tests.bench_core.interrupt import run_cli, start_cli
 
 STAGES = [
     ("openai", "openai.upload"),
@@ -57,15 +53,7 @@ STAGES = [
 
 def kill_when_held(args: list[str], server, *, timeout: float = 60) -> tuple[int, str]:
     """Run ``python -m bench_core ARGS``; SIGKILL it once the server holds a request; (return code, stderr)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench_core", *args],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        preexec_fn=default_sigint,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_cli(args)
     deadline = time.monotonic() + timeout
     while not server.held.is_set() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -60,7 +60,7 @@ def lines(text: str) -> list[str]:
 def test_bad_input_is_one_message_naming_file_line_field_expected_and_found():
     result = invoke("bad-cell")
     assert result.exit_code == 2
-    assert lines(result.stderr) == ["error: items.jsonl:7: field 'opa': expected text, found a list [\"a\", \"b\"]"]
+    assert lines(result.stderr) == ['error: items.jsonl:7: field \'opa\': expected text, found a list ["a", "b"]']
 
 
 def test_a_refused_file_names_every_bad_row():

@@ -6,12 +6,13 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from bench_core.cli.main import app
-from tests.bench_core.medmisbench.test_kill_and_resume import _args, _policy, _write_items
+from tests.bench_core.batch.scenario import write_medmisbench
+from tests.bench_core.medmisbench.test_kill_and_resume import N_ITEMS, _args, _policy
 
 
 def test_markup_in_a_label_and_a_file_name_is_printed_as_is(fake_openai, tmp_path):
     data = tmp_path / "MEDMISQA [v2].jsonl"
-    _write_items(data)
+    write_medmisbench(data, N_ITEMS)
     server = fake_openai(_policy)
     out = tmp_path / "run [b]"
     args = [a for a in _args(server, data, out) if a != "--no-progress"]  # the progress bar shows the label

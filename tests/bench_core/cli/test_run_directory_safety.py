@@ -15,25 +15,23 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
 from bench_core.cli.main import app
 from bench_core.kernel.rundir import LOCK_FILE
-from tests.bench_core.interrupt import ROOT, default_sigint
-from tests.bench_core.medmisbench.test_kill_and_resume import N_ITEMS, _args, _policy, _write_items
+from tests.bench_core.batch.scenario import write_medmisbench
+from tests.bench_core.interrupt import ROOT, start_cli
+from tests.bench_core.medmisbench.test_kill_and_resume import N_ITEMS, _args, _policy
 
 
-def _start(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "bench_core", *args],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        preexec_fn=default_sigint,  # resets one signal disposition; no threads are involved
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def _scenario(fake_openai, tmp_path: Path, **server: Any) -> tuple[Path, Any, Path]:
+    """The kill-and-resume items, a fake server answering them, and the run directory: (data, server, out)."""
+    data = tmp_path / "MEDMISQA.jsonl"
+    write_medmisbench(data, N_ITEMS)
+    return data, fake_openai(_policy, **server), tmp_path / "run"
 
 
 def _wait_for(predicate, seconds: float = 60) -> None:
@@ -44,11 +42,8 @@ def _wait_for(predicate, seconds: float = 60) -> None:
 
 
 def test_a_second_run_is_refused_naming_the_live_holder(fake_openai, tmp_path):
-    data = tmp_path / "MEDMISQA.jsonl"
-    _write_items(data)
-    server = fake_openai(_policy, latency=0.2)
-    out = tmp_path / "run"
-    first = _start(_args(server, data, out))
+    data, server, out = _scenario(fake_openai, tmp_path, latency=0.2)
+    first = start_cli(_args(server, data, out))
     try:
         _wait_for(lambda: server.request_count > 0 or first.poll() is not None)
         assert first.poll() is None, first.communicate()[1]
@@ -75,11 +70,8 @@ def test_a_second_run_is_refused_naming_the_live_holder(fake_openai, tmp_path):
 def test_a_run_killed_with_sigkill_is_resumed_at_once_before_it_is_reaped(fake_openai, tmp_path):
     """The lock dies with its process: a resume started within 100 ms of ``kill -9``, while the killed
     process is not yet reaped (a zombie keeps its PID, which fooled a PID-file lock), takes it and finishes."""
-    data = tmp_path / "MEDMISQA.jsonl"
-    _write_items(data)
-    server = fake_openai(_policy, latency=0.05)
-    out = tmp_path / "run"
-    first = _start(_args(server, data, out))
+    data, server, out = _scenario(fake_openai, tmp_path, latency=0.05)
+    first = start_cli(_args(server, data, out))
     try:
         _wait_for(lambda: server.request_count >= 8 or first.poll() is not None)
         assert first.poll() is None, first.communicate()[1]
@@ -121,10 +113,7 @@ def _state(pid: int) -> str | None:
 
 
 def test_a_truncated_last_line_is_repaired_on_resume(fake_openai, tmp_path):
-    data = tmp_path / "MEDMISQA.jsonl"
-    _write_items(data)
-    server = fake_openai(_policy)
-    out = tmp_path / "run"
+    data, server, out = _scenario(fake_openai, tmp_path)
     assert CliRunner().invoke(app, _args(server, data, out)).exit_code == 0
     calls = server.request_count
     results = out / "results.jsonl"
@@ -146,10 +135,7 @@ def test_a_truncated_last_line_is_repaired_on_resume(fake_openai, tmp_path):
 
 
 def test_a_damaged_middle_line_is_refused_naming_the_line(fake_openai, tmp_path):
-    data = tmp_path / "MEDMISQA.jsonl"
-    _write_items(data)
-    server = fake_openai(_policy)
-    out = tmp_path / "run"
+    data, server, out = _scenario(fake_openai, tmp_path)
     assert CliRunner().invoke(app, _args(server, data, out)).exit_code == 0
     results = out / "results.jsonl"
     lines = results.read_bytes().splitlines(keepends=True)

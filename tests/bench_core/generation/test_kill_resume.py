@@ -5,33 +5,18 @@ from __future__ import annotations
 import json
 import signal
 from collections import Counter
-from pathlib import Path
 
 from typer.testing import CliRunner
 
 from bench_core.cli.main import app
 from bench_core.generation.sources import load_source
+from tests.bench_core.batch.scenario import write_medqa
 from tests.bench_core.generation.fake_generator import FakeGenerator
 from tests.bench_core.interrupt import interrupt_cli, run_cli
 from tests.fakes.openai_server import request_key
 
 CONCURRENCY = 4
 N_ITEMS = 30
-
-
-def _write_medqa(path: Path) -> None:
-    rows = []
-    for index in range(N_ITEMS):
-        options = {letter: f"Treatment {letter.lower()}{index} regimen" for letter in "ABCD"}
-        rows.append(
-            {
-                "question": f"Synthetic vignette {index}: which regimen is indicated?",
-                "options": options,
-                "answer": options["ABCD"[index % 4]],
-                "answer_idx": "ABCD"[index % 4],
-            }
-        )
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
 def _args(server, source, out):
@@ -41,7 +26,7 @@ def _args(server, source, out):
 
 def test_sigkill_then_resume_repeats_only_in_flight_calls(fake_openai, tmp_path):
     source = tmp_path / "US_train.jsonl"
-    _write_medqa(source)
+    write_medqa(source, N_ITEMS)
     items = load_source(source, "medqa").items
     server = fake_openai(FakeGenerator(items, {"US_train-7": "invalid_json_once"}), latency=0.03)
     out = tmp_path / "killed"
@@ -83,7 +68,7 @@ def test_sigkill_then_resume_repeats_only_in_flight_calls(fake_openai, tmp_path)
 
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(fake_openai, tmp_path):
     source = tmp_path / "US_train.jsonl"
-    _write_medqa(source)
+    write_medqa(source, N_ITEMS)
     server = fake_openai(FakeGenerator(load_source(source, "medqa").items), latency=0.03)
     out = tmp_path / "interrupted"
     returncode, stderr = interrupt_cli(_args(server, source, out), server, after_requests=12, sig=signal.SIGINT)

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from bench_core.generation.sources import extract_options, load_source
+from bench_core.generation.source_options import extract_options
+from bench_core.generation.sources import load_source
 from bench_core.kernel.errors import DatasetError
 
 

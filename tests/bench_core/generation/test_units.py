@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from bench_core.generation.checks import Problem
-from bench_core.generation.pipeline import GenerationSettings, assign_provenances, failure_reason
+from bench_core.generation.item_state import GenerationSettings, assign_provenances, failure_reason
 from bench_core.generation.prompts import (
     DEFAULT_PROMPTS,
     get_prompt,

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from bench_core.healthcontradict.data import (
-    HCDocument,
     build_instances,
     load_documents,
     load_healthcontradict,
@@ -20,6 +19,7 @@ from bench_core.healthcontradict.data import (
     load_queries,
     pair_documents,
 )
+from bench_core.healthcontradict.items import HCDocument
 from bench_core.kernel.errors import DatasetError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "healthcontradict"
@@ -210,7 +210,7 @@ def test_prepared_instances_with_long_documents_and_refusals(tmp_path):
 def test_run_files_name_the_line_and_field_of_a_row_they_cannot_use(tmp_path):
     """A result for an instance not in instances.jsonl names its line of results.jsonl; an instance row that is
     not one medrev wrote names its line of instances.jsonl and the field."""
-    from bench_core.healthcontradict.data import HCInstance
+    from bench_core.healthcontradict.items import HCInstance
     from bench_core.healthcontradict.run import BENCHMARK, RunDirError, read_run_data, write_instances
     from bench_core.kernel.rundir import DamagedFile
     from bench_core.kernel.store import ResultStore

@@ -24,8 +24,9 @@ import pytest
 from typer.testing import CliRunner
 
 from bench_core.cli.main import app
-from bench_core.healthcontradict.data import HCInstance
+from bench_core.healthcontradict.items import HCInstance
 from bench_core.healthcontradict.prompts import TEMPLATE_ORDER, get_template_set
+from tests.bench_core.batch.scenario import healthcontradict_args
 from tests.fakes.openai_server import Reply, ScriptedPolicy
 
 TEMPLATES = get_template_set()
@@ -80,22 +81,7 @@ def data(tmp_path) -> Path:
 
 
 def _args(server, data, out, *extra):
-    return [
-        "run",
-        "healthcontradict",
-        "--data",
-        str(data),
-        "--model",
-        "scripted",
-        "--base-url",
-        server.url,
-        "--out",
-        str(out),
-        "--no-progress",
-        "--backoff",
-        "0.01",
-        *extra,
-    ]
+    return healthcontradict_args(server, data, out, *extra, model="scripted")
 
 
 def test_api_run_with_faults_then_resume_without_repeats(fake_openai, data, tmp_path):

@@ -15,8 +15,8 @@ pytest.importorskip("transformers", reason="the 'hf' extra (torch + transformers
 from typer.testing import CliRunner  # noqa: E402
 
 from bench_core.cli.main import app  # noqa: E402
-from bench_core.healthcontradict.data import HCInstance  # noqa: E402
 from bench_core.healthcontradict.hf_logits import HFLogitModel, find_label_tokens  # noqa: E402
+from bench_core.healthcontradict.items import HCInstance  # noqa: E402
 from bench_core.healthcontradict.prompts import get_template_set  # noqa: E402
 from bench_core.healthcontradict.run import TokenizerCounter, fit_prompt  # noqa: E402
 from bench_core.healthcontradict.scoring import predict  # noqa: E402

@@ -32,7 +32,7 @@ import pytest
 from scipy.stats import chi2
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
-from bench_core.healthcontradict.data import HCInstance
+from bench_core.healthcontradict.items import HCInstance
 from bench_core.healthcontradict.metrics import density, healthcontradict_report, macro_f1, mcnemar, model_metrics
 from bench_core.healthcontradict.run import HCPrediction, HCRunData
 

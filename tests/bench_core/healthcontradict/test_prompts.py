@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench_core.healthcontradict.data import HCInstance, load_queries
+from bench_core.healthcontradict.data import load_queries
+from bench_core.healthcontradict.items import HCInstance
 from bench_core.healthcontradict.prompts import DEFAULT_TEMPLATE_SET, get_template_set, parse_templates
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "healthcontradict"

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from bench_core.cli.healthcontradict import print_report
 from bench_core.healthcontradict import report as hc
-from bench_core.healthcontradict.data import HCInstance
+from bench_core.healthcontradict.items import HCInstance
 from bench_core.healthcontradict.metrics import healthcontradict_report
 from bench_core.healthcontradict.run import HCRunData
 from tests.bench_core.healthcontradict.test_metrics import GOLD, TOPIC, _predictions

@@ -21,10 +21,31 @@ Type 2: 6/7 correct; ASR 1/5 (mq-0002).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from bench_core.medmisbench.conditions import Condition
 from bench_core.medmisbench.prompts import LEGACY_TEMPLATE_ID, DeliveryTemplate, get_template
 from bench_core.medmisbench.run import PreparedItem
+
+
+def run_args(
+    data: Path, base_url: str, out: Path, *extra: str, model: str = "m", design: str = "medmisbench"
+) -> list[str]:
+    """``bench run DESIGN`` over ``data`` against the fake server at ``base_url``, writing ``out``."""
+    return [
+        "run",
+        design,
+        "--data",
+        str(data),
+        "--model",
+        model,
+        "--base-url",
+        base_url,
+        "--out",
+        str(out),
+        *extra,
+    ]
+
 
 UNPARSEABLE = "I am not able to decide between these options."
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from bench_core.cli.main import app
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.run import prepare_items, read_run
-from tests.bench_core.medmisbench.scenario import answer_book, prompts
+from tests.bench_core.medmisbench.scenario import answer_book, prompts, run_args
 from tests.fakes.openai_server import Reply, ScriptedPolicy
 
 CONDITIONS = ["clean", "type1", "type2", "clean_defensive", "type1_defensive", "type2_defensive"]
@@ -66,17 +66,10 @@ def _policy(data_dir):
 
 
 def _run(server, data_dir, out, *extra):
-    args = [
-        "run",
-        "medmisbench",
-        "--data",
-        str(data_dir),
-        "--model",
-        "scripted-model",
-        "--base-url",
+    args = run_args(
+        data_dir,
         server.url,
-        "--out",
-        str(out),
+        out,
         "--defensive",
         "--concurrency",
         "4",
@@ -98,7 +91,8 @@ def _run(server, data_dir, out, *extra):
         "--protocol",
         "strict",
         *extra,
-    ]
+        model="scripted-model",
+    )
     return CliRunner().invoke(app, args, env={"MEDREV_TEST_KEY": SECRET}, catch_exceptions=False)
 
 
@@ -222,44 +216,13 @@ def test_strict_refuses_a_file_with_a_bad_row(tmp_path, fake_openai):
     bad.write_text(json.dumps(BROKEN[0]) + "\n" + '{"id": "x", "question": \n')
     server = fake_openai()
     out = tmp_path / "run"
-    result = CliRunner().invoke(
-        app,
-        [
-            "run",
-            "medmisbench",
-            "--data",
-            str(bad),
-            "--model",
-            "m",
-            "--base-url",
-            server.url,
-            "--out",
-            str(out),
-            "--strict",
-            "--no-progress",
-        ],
-    )
+    result = CliRunner().invoke(app, run_args(bad, server.url, out, "--strict", "--no-progress"))
     assert result.exit_code == 2
     assert "MEDMISQA.jsonl:2" in result.output and "malformed JSON" in result.output
     assert server.request_count == 0 and not out.exists()
+    # strict by default: the good rows only on request
     lenient = CliRunner().invoke(
-        app,
-        [
-            "run",
-            "medmisbench",
-            "--data",
-            str(bad),
-            "--model",
-            "m",
-            "--base-url",
-            server.url,
-            "--out",
-            str(out),
-            "--no-progress",
-            "--protocol",
-            "strict",
-            "--skip-bad-rows",  # strict by default since issue 16: the good rows only on request
-        ],
+        app, run_args(bad, server.url, out, "--no-progress", "--protocol", "strict", "--skip-bad-rows")
     )
     assert lenient.exit_code == 0 and "not loaded" in lenient.output and "MEDMISQA.jsonl:2" in lenient.output
     assert server.request_count == 0  # the one loaded item is skipped (unusable bundle) from every condition

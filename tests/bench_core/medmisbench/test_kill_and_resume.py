@@ -6,7 +6,6 @@ import hashlib
 import json
 import signal
 from collections import Counter
-from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -14,31 +13,14 @@ from bench_core.cli.main import app
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.prompts import get_template
 from bench_core.medmisbench.run import prepare_items
+from tests.bench_core.batch.scenario import write_medmisbench
 from tests.bench_core.interrupt import interrupt_cli, run_cli
-from tests.bench_core.medmisbench.scenario import prompts
+from tests.bench_core.medmisbench.scenario import prompts, run_args
 from tests.fakes.openai_server import Reply
 
 CONCURRENCY = 4
 N_ITEMS = 40
 CONDITIONS = ["clean", "type1", "type2"]
-
-
-def _write_items(path: Path) -> None:
-    rows = []
-    for index in range(N_ITEMS):
-        letters = "abcd"
-        rows.append(
-            {
-                "id": f"syn-{index:03d}",
-                "question": f"Synthetic question number {index}?",
-                "answer": "ABCD"[index % 4],
-                **{f"op{c}": f"option {c} of {index}" for c in letters},
-                **{f"inject{c}": f"claim supporting {c} for {index}" for c in letters},
-                "injection_content": ["Cue Remapping", "Exception Poisoning"][index % 2],
-                "injection_provenance": ["Neutral", "Patient", "Authority"][index % 3],
-            }
-        )
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
 def _policy(received):
@@ -48,26 +30,12 @@ def _policy(received):
 
 
 def _args(server, data, out):
-    return [
-        "run",
-        "medmisbench",
-        "--data",
-        str(data),
-        "--model",
-        "m",
-        "--base-url",
-        server.url,
-        "--out",
-        str(out),
-        "--concurrency",
-        str(CONCURRENCY),
-        "--no-progress",
-    ]
+    return run_args(data, server.url, out, "--concurrency", str(CONCURRENCY), "--no-progress")
 
 
 def test_sigkill_then_resume_repeats_only_in_flight_calls(fake_openai, tmp_path):
     data = tmp_path / "MEDMISQA.jsonl"
-    _write_items(data)
+    write_medmisbench(data, N_ITEMS)
     server = fake_openai(_policy, latency=0.03)
     out = tmp_path / "killed"
     returncode, stderr = interrupt_cli(_args(server, data, out), server, after_requests=40, sig=signal.SIGKILL)
@@ -109,7 +77,7 @@ def test_sigkill_then_resume_repeats_only_in_flight_calls(fake_openai, tmp_path)
 
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(fake_openai, tmp_path):
     data = tmp_path / "MEDMISQA.jsonl"
-    _write_items(data)
+    write_medmisbench(data, N_ITEMS)
     server = fake_openai(_policy, latency=0.03)
     out = tmp_path / "interrupted"
     returncode, stderr = interrupt_cli(_args(server, data, out), server, after_requests=20, sig=signal.SIGINT)

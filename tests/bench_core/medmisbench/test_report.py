@@ -1,4 +1,4 @@
-"""Report outputs: the SPEC 3 JSON keys, CSV, LaTeX and figures all show the metrics' numbers."""
+"""Report outputs: the stable JSON keys, CSV, LaTeX and figures all show the metrics' numbers."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from bench_core.medmisbench.report import (
 )
 from tests.bench_core.medmisbench.test_metrics import _run_data
 
-SPEC_CONDITION_KEYS = {
+CONTRACT_CONDITION_KEYS = {
     "clean": {"n", "accuracy", "accuracy_ci", "n_unparseable"},
     "type1": {"n", "accuracy", "accuracy_ci", "n_unparseable", "asr", "asr_ci", "tasr", "tasr_ci", "n_clean_correct"},
     "type2": {"n", "accuracy", "accuracy_ci", "n_unparseable", "asr", "asr_ci", "n_clean_correct"},
@@ -38,12 +38,12 @@ def test_json_has_the_spec_keys(report):
     assert report["benchmark"] == "medmisbench"
     for model in report["models"].values():
         assert {"conditions", "strata"} <= set(model)
-        for condition, keys in SPEC_CONDITION_KEYS.items():
+        for condition, keys in CONTRACT_CONDITION_KEYS.items():
             assert keys <= set(model["conditions"][condition]), condition
         assert set(model["strata"]) == {"subset", "content", "provenance", "content_x_provenance"}
         for values in model["strata"].values():
             for conditions in values.values():
-                for condition, keys in SPEC_CONDITION_KEYS.items():
+                for condition, keys in CONTRACT_CONDITION_KEYS.items():
                     assert keys <= set(conditions[condition])
     assert all(set(s) == {"item_id", "reason"} for s in report["skipped"])
     json.dumps(report)  # serialisable as is

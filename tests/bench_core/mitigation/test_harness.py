@@ -11,6 +11,7 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -43,6 +44,21 @@ def search(query: str) -> dict[str, Any]:
 
 def visit(url: str) -> dict[str, Any]:
     return {"name": "visit_web", "arguments": {"url": url}}
+
+
+def calls_then_answer(**first: Any) -> Callable[[Received], Reply]:
+    """A model that replies ``Reply(**first)`` (its tool calls) on its first turn and answers C after."""
+
+    def policy(received: Received) -> Reply:
+        return Reply(**first) if turn(received) == 0 else Reply(content=answer("C"))
+
+    return policy
+
+
+def native_model(server: Any, monkeypatch: pytest.MonkeyPatch, provider: str, name: str) -> Any:
+    """A ``provider`` SDK model pointed at the fake server, which speaks that provider's wire format too."""
+    monkeypatch.setenv("MEDREV_TEST_KEY", "k")
+    return make_chat_model(provider, name, base_url=server.url.removesuffix("/v1"), api_key_env="MEDREV_TEST_KEY")
 
 
 def turn(received: Received) -> int:
@@ -188,12 +204,9 @@ def test_a_model_that_answers_once_the_budget_is_spent(fake_openai, tmp_path):
 
 
 def test_a_model_that_calls_an_unknown_tool(fake_openai, tmp_path):
-    def policy(received: Received) -> Reply:
-        if turn(received) == 0:
-            return Reply(content=None, tool_calls=[{"name": "browse_internet", "arguments": {"q": "eclampsia"}}])
-        return Reply(content=answer("C"))
-
-    server = fake_openai(policy)
+    server = fake_openai(
+        calls_then_answer(content=None, tool_calls=[{"name": "browse_internet", "arguments": {"q": "eclampsia"}}])
+    )
     (record,), _ = run(tmp_path, openai_model(server), local())
     trace = record["parsed"]["harness"]
     assert record["status"] == "ok" and trace["stop_reason"] == "answered"
@@ -344,12 +357,7 @@ def test_a_backend_bug_fails_the_item_and_keeps_the_trace(fake_openai, tmp_path)
 
 
 def test_parallel_calls_beyond_the_budget_are_not_run(fake_openai, tmp_path):
-    def policy(received: Received) -> Reply:
-        if turn(received) == 0:
-            return Reply(content=None, tool_calls=[search("a"), search("b"), search("c")])
-        return Reply(content=answer("C"))
-
-    server = fake_openai(policy)
+    server = fake_openai(calls_then_answer(content=None, tool_calls=[search("a"), search("b"), search("c")]))
     (record,), _ = run(tmp_path, openai_model(server), local(), HarnessSettings(max_tool_calls=2))
     trace = record["parsed"]["harness"]
     assert [r["status"] for r in trace["steps"][0]["results"]] == ["ok", "ok", "error"]
@@ -362,12 +370,7 @@ def test_parallel_calls_beyond_the_budget_are_not_run(fake_openai, tmp_path):
 def test_vendor_fields_of_tool_calls_go_back_to_the_server(fake_openai, tmp_path):
     extra = {"google": {"thought_signature": "c2ln"}}
 
-    def policy(received: Received) -> Reply:
-        if turn(received) == 0:
-            return Reply(content=None, tool_calls=[{**search("eclampsia"), "extra_content": extra}])
-        return Reply(content=answer("C"))
-
-    server = fake_openai(policy)
+    server = fake_openai(calls_then_answer(content=None, tool_calls=[{**search("eclampsia"), "extra_content": extra}]))
     run(tmp_path, openai_model(server), local())
     assistant = server.requests[1].body["messages"][-2]
     assert assistant["tool_calls"][0]["extra_content"] == extra
@@ -376,16 +379,10 @@ def test_vendor_fields_of_tool_calls_go_back_to_the_server(fake_openai, tmp_path
 def test_the_anthropic_wire_format(fake_openai, tmp_path, monkeypatch):
     pytest.importorskip("anthropic")
 
-    def policy(received: Received) -> Reply:
-        if turn(received) == 0:
-            return Reply(content="Checking.", reasoning="I should verify the claim.", tool_calls=[search("eclampsia")])
-        return Reply(content=answer("C"))
-
-    server = fake_openai(policy)
-    monkeypatch.setenv("MEDREV_TEST_KEY", "k")
-    model = make_chat_model(
-        "anthropic", "claude-x", base_url=server.url.removesuffix("/v1"), api_key_env="MEDREV_TEST_KEY"
+    server = fake_openai(
+        calls_then_answer(content="Checking.", reasoning="I should verify the claim.", tool_calls=[search("eclampsia")])
     )
+    model = native_model(server, monkeypatch, "anthropic", "claude-x")
     (record,), _ = run(tmp_path, model, local(), HarnessSettings(max_tool_calls=1))
     assert record["status"] == "ok" and record["parsed"]["label"] == "C" and record["provider"] == "anthropic"
     first, second = (r.body for r in server.requests)
@@ -407,16 +404,10 @@ def test_the_anthropic_wire_format(fake_openai, tmp_path, monkeypatch):
 def test_the_gemini_wire_format(fake_openai, tmp_path, monkeypatch):
     pytest.importorskip("google.genai")
 
-    def policy(received: Received) -> Reply:
-        if turn(received) == 0:
-            return Reply(content=None, tool_calls=[{**search("eclampsia"), "signature": "c2lnbmF0dXJl"}])
-        return Reply(content=answer("C"))
-
-    server = fake_openai(policy)
-    monkeypatch.setenv("MEDREV_TEST_KEY", "k")
-    model = make_chat_model(
-        "google", "gemini-x", base_url=server.url.removesuffix("/v1"), api_key_env="MEDREV_TEST_KEY"
+    server = fake_openai(
+        calls_then_answer(content=None, tool_calls=[{**search("eclampsia"), "signature": "c2lnbmF0dXJl"}])
     )
+    model = native_model(server, monkeypatch, "google", "gemini-x")
     (record,), _ = run(tmp_path, model, local(), HarnessSettings(max_tool_calls=1))
     assert record["status"] == "ok" and record["parsed"]["label"] == "C" and record["provider"] == "google"
     second = server.requests[1].body

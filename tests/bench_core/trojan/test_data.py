@@ -226,7 +226,8 @@ def test_the_fallback_ingest_refuses_a_retrieval_date_that_is_not_a_date(tmp_pat
 
 def test_a_result_for_a_record_not_in_records_json_names_the_results_line_and_field(tmp_path):
     from bench_core.kernel.store import ResultStore
-    from bench_core.trojan.run import BENCHMARK, STAGE_A, RunDirError, read_run_data, write_records
+    from bench_core.trojan.run_files import BENCHMARK, STAGE_A, RunDirError, write_records
+    from bench_core.trojan.traces import read_run_data
 
     data = tmp_path / "t.json"
     data.write_text(json.dumps([_record(1)]))

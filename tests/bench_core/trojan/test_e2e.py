@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 from bench_core.cli.main import app
 from bench_core.trojan.data import load_retracted
 from bench_core.trojan.prompts import get_prompts
-from bench_core.trojan.run import read_demo_traces, read_run, read_traces, write_traces
+from bench_core.trojan.traces import read_demo_traces, read_run, read_traces, write_traces
 from tests.bench_core.interrupt import interrupt_cli, run_cli
 from tests.fakes.openai_server import Reply, ScriptedPolicy
 

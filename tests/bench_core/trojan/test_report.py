@@ -11,7 +11,7 @@ from rich.console import Console
 from bench_core.cli.trojan import print_report
 from bench_core.trojan import report as tj
 from bench_core.trojan.metrics import trojan_report
-from bench_core.trojan.run import TrojanRunData, TrojanTrace
+from bench_core.trojan.traces import TrojanRunData, TrojanTrace
 
 
 def _trace(record_id: str, model: str, label: int | None, status: str) -> TrojanTrace:

@@ -1,5 +1,5 @@
 """Trojan benchmark files are refused whole by default; ``skip_bad_rows`` keeps the valid records and names
-each faulty one (issue 16, strict by default)."""
+each faulty one (strict by default)."""
 
 from __future__ import annotations
 

@@ -12,12 +12,11 @@ from review_app.analysis.agreement import (
     agreement,
     agreement_report,
     binary_agreement,
-    category_counts,
     gwet_coefficient,
     gwet_estimate,
-    ratings_matrix,
     weight_matrix,
 )
+from review_app.analysis.agreement_counts import category_counts, ratings_matrix
 from review_app.analysis.layout import AnalysisInputError
 from review_app.rubrics import RUBRIC_A
 from tests.oracles.compare import FIXTURE, cases_by_id, load_fixture

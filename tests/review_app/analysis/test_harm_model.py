@@ -382,7 +382,7 @@ def test_blank_and_stripped_text_decide_each_distinct_value_as_the_cell_by_cell_
     import numpy as np
     import pandas as pd
 
-    from review_app.analysis.harm_model import blank_text, stripped_text
+    from review_app.analysis.harm_model_design import blank_text, stripped_text
 
     frame = pd.DataFrame(
         {

@@ -18,12 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from review_app.analysis.harm_model import (
-    ALL_EVENTS,
-    NO_EVENTS,
-    Penalty,
-    fit_random_intercept_logit,
-)
+from review_app.analysis.harm_model import Penalty, fit_random_intercept_logit
+from review_app.analysis.harm_model_result import ALL_EVENTS, NO_EVENTS
 from review_app.analysis.layout import AnalysisInputError
 
 DATA = Path(__file__).resolve().parents[2] / "data"

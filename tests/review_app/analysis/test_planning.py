@@ -11,16 +11,11 @@ from statsmodels.stats.proportion import proportion_confint
 
 from review_app.analysis.agreement import agreement
 from review_app.analysis.harm_model import fit_random_intercept_logit
+from review_app.analysis.harm_model_result import LATENT_LOGISTIC_VARIANCE
 from review_app.analysis.layout import AnalysisInputError
-from review_app.analysis.planning import (
-    LATENT_LOGISTIC_VARIANCE,
+from review_app.analysis.sample_size import (
     HarmPilot,
     Plan,
-    _cutpoints,
-    _rng,
-    _sim_ac2,
-    _sim_harm,
-    _Simulator,
     combine,
     expected_ac2,
     latent_correlation,
@@ -29,6 +24,9 @@ from review_app.analysis.planning import (
     plan_rate,
     wilson_sample_size,
 )
+from review_app.analysis.sample_size.ac2 import _cutpoints, _sim_ac2
+from review_app.analysis.sample_size.harm_odds_ratio import _sim_harm
+from review_app.analysis.sample_size.simulation import _rng, _Simulator
 
 FRESH_SEED = 987_654  # seeds no plan below uses
 

@@ -10,17 +10,16 @@ import pytest
 
 from review_app.analysis.harm_model import fit_random_intercept_logit
 from review_app.analysis.layout import AnalysisInputError
-from review_app.analysis.reviewer_quality import (
-    QualityThresholds,
+from review_app.analysis.reviewer_measures import (
     conditional_modes,
     cusum_drift,
     gold_accuracy,
     pair_table,
-    reviewer_quality,
     time_on_task,
     work_periods,
 )
-from review_app.analysis.rubric_b import HarmModelSpec, StudyHarmModel
+from review_app.analysis.reviewer_quality import QualityThresholds, reviewer_quality
+from review_app.analysis.study_harm_model import HarmModelSpec, StudyHarmModel
 
 from .quality_sim import shift_for_odds_ratio, synthetic_study
 

@@ -5,24 +5,21 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from review_app.analysis.harm_model import GIVEN
+from review_app.analysis.harm_model_result import GIVEN
 from review_app.analysis.layout import AnalysisInputError
 from review_app.analysis.rubric_b import (
     CLASS_KEYS,
-    FIRST_MODEL,
     OUTCOME_CLASSES,
-    PAPER_REFERENCE,
     TIE_RULE_LABELS,
     TIE_RULES,
     UNRATED,
     classify,
     classify_annotations,
-    fit_harm_model,
-    harm_model_data,
     rubric_b_agreement,
-    summarise_rubric_b,
     task_outcomes,
 )
+from review_app.analysis.rubric_b_summary import summarise_rubric_b
+from review_app.analysis.study_harm_model import FIRST_MODEL, PAPER_REFERENCE, fit_harm_model, harm_model_data
 
 from .cohort import paper_cohort
 

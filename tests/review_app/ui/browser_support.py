@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import httpx
 from sqlalchemy import func
 from sqlmodel import select
 
@@ -40,6 +44,52 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_healthy(base: str, process: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    """Poll Streamlit's health check at ``base`` until it answers: a page loaded earlier would get a
+    connection error. A process that exits or stays down for ``timeout`` seconds is killed and its log's
+    tail raised, so a server that cannot start fails with its own message."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{base}/_stcore/health", timeout=1).text == "ok":
+                return
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the app did not start: {log.read_text()[-2000:]}")
+        time.sleep(0.3)
+
+
+def start_app(
+    url: str,
+    tmp_path: Path,
+    command: list[str] | None = None,
+    *,
+    port: int | None = None,
+    env: dict | None = None,
+    path: str = "",
+) -> tuple[subprocess.Popen, str]:
+    """``medrev <command>`` (default: ``app`` on 127.0.0.1) on ``url`` as a real process, once healthy on ``port``.
+
+    Returns the process and its base URL (``path`` is the base URL path the server is configured with);
+    its output goes to ``tmp_path/app-<port>.log``. The caller terminates the process.
+    """
+    port = port or free_port()
+    log = tmp_path / f"app-{port}.log"
+    command = command or ["app", "--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "review_app", *command],
+        env=os.environ | {"MEDREV_DATABASE_URL": url} | (env or {}),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+    base = f"http://127.0.0.1:{port}{path}"
+    wait_healthy(base, process, log)
+    return process, base
 
 
 def shot(page, name: str) -> None:
@@ -89,6 +139,14 @@ def shown_task(page) -> int:
 
 def current_task(page) -> int:
     return int(page.url.split("task=")[1].split("&")[0])
+
+
+def start_next_task(page) -> int:
+    """From the queue, open the next task (rubric A in the demo) and return it once its page has rendered."""
+    page.get_by_role("button", name="Start next task").click()
+    expect(page.get_by_text("Rubric A: item validation")).to_be_visible()
+    wait_idle(page)
+    return current_task(page)
 
 
 def stored_scores(engine, aid: int) -> dict[str, int]:

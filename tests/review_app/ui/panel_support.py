@@ -10,9 +10,34 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
+from review_app.db.engine import read_session
+from review_app.db.models import Assignment, Reviewer, Task
 from review_app.ui.components.scoring import PANEL_KEY
+
+from .conftest import sign_in
+
+
+def judge_assignment(engine, username: str = "rev01") -> int:
+    """A judge-audit assignment of ``username`` in the demo: the pages that rubric changes are checked on it."""
+    with read_session(engine) as session:
+        return session.exec(
+            select(Assignment.id)
+            .join(Task, Task.id == Assignment.task_id)
+            .join(Reviewer, Reviewer.id == Assignment.reviewer_id)
+            .where(Task.rubric == "judge", Reviewer.username == username)
+        ).first()
+
+
+def open_review(username: str, aid: int) -> AppTest:
+    """``username`` signed in on the review page of assignment ``aid``, which rendered without an exception."""
+    at = sign_in(username)
+    at.query_params["task"] = str(aid)
+    at.switch_page("views/review.py").run()
+    assert not at.exception, at.exception
+    return at
 
 
 def panel(at: AppTest) -> dict[str, Any]:

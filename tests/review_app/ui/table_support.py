@@ -111,15 +111,15 @@ def prepare_lead_pages(engine, studies: dict[str, str]) -> None:
     from review_app.db.engine import read_session
     from review_app.db.models import Assignment, Study
     from review_app.rubrics import get_rubric
-    from review_app.services import quality, reviewing
+    from review_app.services import gold_tasks, reviewing
     from review_app.services.accounts import get_user
     from tests.review_app.factories import rate
 
     lead = get_user(engine, "lead01")
     for study in studies.values():
-        task_id, _unit, rubric_key = quality.unrated_tasks(engine, lead, study, limit=1)[0]
+        task_id, _unit, rubric_key = gold_tasks.unrated_tasks(engine, lead, study, limit=1)[0]
         top = {d.key: max(d.values) for d in get_rubric(rubric_key).dimensions}
-        quality.mark_gold(engine, lead, study, task_id, expected_scores=top)
+        gold_tasks.mark_gold(engine, lead, study, task_id, expected_scores=top)
         with read_session(engine) as session:
             slot = session.exec(select(Assignment).where(Assignment.task_id == task_id)).first()
             aid, reviewer_id = session.exec(

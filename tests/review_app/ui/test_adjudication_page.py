@@ -17,7 +17,7 @@ import pytest
 
 from review_app.demo import DEMO_JUDGE_STUDY, DEMO_STUDY
 from review_app.rubrics import get_rubric
-from review_app.services import adjudication
+from review_app.services import adjudication, adjudication_decisions
 from review_app.services.actors import SYSTEM
 
 from .conftest import sign_in
@@ -62,7 +62,7 @@ def test_raters_table_uses_the_rubric_labels_and_no_raw_names(demo_db, study, ru
     head = adjudication.disagreement_queue_head(demo_db, study, rubric_key, open_only=True, limit=10)
     task = head.entries[0].task_id
     # An unresolved decision keeps the task in the queue and has no final scores: every final value is missing.
-    adjudication.adjudicate(
+    adjudication_decisions.adjudicate(
         demo_db, task, actor=SYSTEM, final_scores=None, status="unresolved", rationale="Ask a third rater.",
         expected_version=0,
     )  # fmt: skip

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from review_app.db.engine import read_session
 from review_app.db.models import Annotation, AnnotationScore, Assignment, ModelResponse, Reviewer, Task
 from review_app.rubrics import get_rubric
-from review_app.services import reviewing
+from review_app.services import review_queue, reviewing
 from review_app.services.actors import SYSTEM
 
 from .conftest import APP, sign_in, walk_text
@@ -21,7 +21,7 @@ def _open_review(at, rubric: str | None = None):
     """Go to the review page on the next task (optionally of one rubric); returns (at, assignment id)."""
     user = at.session_state["medrev_user"]
     db = _engine()
-    aid = reviewing.next_assignment(db, user.id, rubric=rubric)
+    aid = review_queue.next_assignment(db, user.id, rubric=rubric)
     at.query_params["task"] = str(aid)
     at.switch_page("views/review.py").run()
     assert not at.exception, at.exception

@@ -6,22 +6,17 @@ Screenshots of every step go to ``$MEDREV_ARTEFACTS/screenshots`` (default ``art
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import shutil
-import subprocess
-import sys
-import time
 
-import httpx
 import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
 from review_app.db.connect import dispose_engines, get_engine
 from review_app.db.engine import read_session
-from review_app.db.models import Annotation, Assignment, Draft, ModelResponse, Reviewer, Task
+from review_app.db.models import Annotation, Assignment, Draft, ModelResponse, Task
 from review_app.services import assignment, studies
 from review_app.services.actors import SYSTEM
 
@@ -33,14 +28,16 @@ from .browser_support import (
     current_task,
     dimension,
     expect,
-    free_port,
     panel,
     shot,
     shown_task,
     sign_in,
+    start_app,
+    start_next_task,
     stored_scores,
     wait_idle,
 )
+from .panel_support import judge_assignment
 
 pytestmark = pytest.mark.browser
 
@@ -51,27 +48,7 @@ def server(demo_template, tmp_path):
     db = tmp_path / "demo.db"
     shutil.copyfile(demo_template, db)
     url = f"sqlite:///{db}"
-    port = free_port()
-    env = os.environ | {"MEDREV_DATABASE_URL": url}
-    log = (tmp_path / "server.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "review_app", "app", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=tmp_path,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/_stcore/health", timeout=1).text == "ok":
-                break
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the app did not start: {(tmp_path / 'server.log').read_text()[-2000:]}")
-        time.sleep(0.3)
+    process, base = start_app(url, tmp_path)
     try:
         yield base, get_engine(url)
     finally:
@@ -84,10 +61,7 @@ def test_reviewer_journey_mouse_keyboard_and_reload(server, page):
     base, engine = server
     sign_in(page, base, "rev01")
     shot(page, "01-queue")
-    page.get_by_role("button", name="Start next task").click()
-    expect(page.get_by_text("Rubric A: item validation")).to_be_visible()
-    wait_idle(page)
-    first = current_task(page)
+    first = start_next_task(page)
     assert shown_task(page) == first
     shot(page, "02-review-rubric-a")
     for key in A_DIMENSIONS:
@@ -374,13 +348,7 @@ def test_review_page_fits_a_1366x768_laptop(server, browser):
 def test_judge_audit_keys_follow_the_scale_positions(server, page):
     """A -1/0/1 scale is typed with keys 1/2/3 (its positions); key 0 means nothing there."""
     base, engine = server
-    with read_session(engine) as session:
-        aid = session.exec(
-            select(Assignment.id)
-            .join(Task, Task.id == Assignment.task_id)
-            .join(Reviewer, Reviewer.id == Assignment.reviewer_id)
-            .where(Task.rubric == "judge", Reviewer.username == "rev01")
-        ).first()
+    aid = judge_assignment(engine)
     sign_in(page, base, "rev01", path=f"/review?task={aid}")
     expect(panel(page, aid)).to_have_count(1)
     wait_idle(page)

@@ -19,7 +19,7 @@ from review_app.db.engine import read_session
 from review_app.db.models import Adjudication
 from review_app.demo import DEMO_JUDGE_STUDY, DEMO_STUDY
 from review_app.rubrics import get_rubric
-from review_app.services import adjudication
+from review_app.services import adjudication, rating_comparison
 from review_app.services.actors import SYSTEM
 
 from .browser_support import expect, shot, sign_in, wait_idle
@@ -124,7 +124,7 @@ def test_the_confirmation_of_a_recorded_decision_is_in_view_and_names_the_next_t
     base, engine = server
     view = _top_task(engine)
     task = view.task_id
-    agreed = adjudication.agreed_dimensions(RUBRIC, view.ratings)
+    agreed = rating_comparison.agreed_dimensions(RUBRIC, view.ratings)
     page = _open_adjudication(browser, base)
     expect(page.get_by_role("combobox", name="Task to adjudicate")).to_be_visible()
     form = page.locator(f".st-key-adj-form-{task}")
@@ -155,7 +155,7 @@ def test_a_refused_decision_is_shown_once_with_record_decision_in_view(server, b
     base, engine = server
     view = _top_task(engine)
     task = view.task_id
-    agreed = adjudication.agreed_dimensions(RUBRIC, view.ratings)
+    agreed = rating_comparison.agreed_dimensions(RUBRIC, view.ratings)
     assert agreed, "the top Rubric B task of the demo has agreed dimensions"
     page = _open_adjudication(browser, base)
     form = page.locator(f".st-key-adj-form-{task}")

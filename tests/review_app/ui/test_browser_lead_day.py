@@ -178,7 +178,7 @@ def test_flag_disagree_adjudicate_and_export_the_right_study(server, browser):  
         download_button.click()
     manifest = _manifest(caught.value)
     assert manifest["study"]["name"] == DEMO_STUDY and manifest["counts"]["adjudicated_tasks"] >= 1
-    assert manifest["pending"]["tasks"] > 0 and manifest["pending"]["excluded"] is True  # left out: SPEC 2.5
+    assert manifest["pending"]["tasks"] > 0 and manifest["pending"]["excluded"] is True  # left out by default
 
     _pick(lead, "Study", DEMO_JUDGE_STUDY)
     expect(download_button).to_have_count(0)  # the other study's zip is not offered

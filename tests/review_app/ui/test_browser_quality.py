@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from review_app.analysis.planning import wilson_sample_size
+from review_app.analysis.sample_size import wilson_sample_size
 from review_app.demo import DEMO_STUDY
 from review_app.services import planning, studies
 

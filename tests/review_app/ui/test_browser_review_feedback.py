@@ -6,13 +6,8 @@ Screenshots go to ``$MEDREV_ARTEFACTS/screenshots``.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import time
 
-import httpx
 import pytest
 from sqlmodel import select
 
@@ -20,7 +15,7 @@ from review_app.db.connect import dispose_engines, get_engine
 from review_app.db.engine import write_session
 from review_app.db.models import Assignment, ModelResponse, Reviewer, Task
 
-from .browser_support import expect, free_port, panel, shot, shown_task, sign_in, wait_idle
+from .browser_support import expect, panel, shot, shown_task, sign_in, start_app, wait_idle
 from .test_browser import server  # noqa: F401  (the `medrev app` fixture)
 
 pytestmark = pytest.mark.browser
@@ -179,28 +174,9 @@ def base_path_server(demo_template, tmp_path):
     """`medrev app` served under ``/medrev`` (``server.baseUrlPath``), as behind a reverse proxy."""
     db = tmp_path / "demo.db"
     shutil.copyfile(demo_template, db)
-    port = free_port()
-    env = os.environ | {"MEDREV_DATABASE_URL": f"sqlite:///{db}", "STREAMLIT_SERVER_BASE_URL_PATH": "medrev"}
-    log = tmp_path / "server.log"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "review_app", "app", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        cwd=tmp_path,
+    process, base = start_app(
+        f"sqlite:///{db}", tmp_path, env={"STREAMLIT_SERVER_BASE_URL_PATH": "medrev"}, path="/medrev"
     )
-    base = f"http://127.0.0.1:{port}/medrev"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/_stcore/health", timeout=1).text == "ok":
-                break
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"the app did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.3)
     try:
         yield base, get_engine(f"sqlite:///{db}")
     finally:

@@ -5,14 +5,9 @@ those names show literally. Every request is recorded with ``page.on("request")`
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import time
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 from sqlalchemy import text
 
@@ -20,41 +15,10 @@ from review_app.db.connect import dispose_engines, get_engine
 from review_app.db.engine import write_session
 from review_app.demo import DEMO_JUDGE_STUDY
 
-from .browser_support import expect, free_port, shot, sign_in, wait_idle
+from .browser_support import expect, shot, sign_in, start_app, wait_idle
 from .test_names_as_text import HOSTILE_NAME, HOSTILE_STUDY, rename
 
 pytestmark = pytest.mark.browser
-
-
-def start_app(
-    url: str, tmp_path, command: list[str] | None = None, *, port: int | None = None, env: dict | None = None
-) -> tuple[subprocess.Popen, str]:
-    """``medrev <command>`` (default: ``app`` on 127.0.0.1) on ``url`` as a real process, once healthy on ``port``.
-
-    Returns the process and its base URL; its output goes to ``tmp_path/app-<port>.log``.
-    """
-    port = port or free_port()
-    log = tmp_path / f"app-{port}.log"
-    command = command or ["app", "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "review_app", *command],
-        env=os.environ | {"MEDREV_DATABASE_URL": url} | (env or {}),
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        cwd=tmp_path,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/_stcore/health", timeout=1).text == "ok":
-                return process, base
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"the app did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.3)
 
 
 @pytest.fixture

@@ -10,7 +10,17 @@ import pytest
 from review_app.services import accounts, sessions
 from review_app.services.actors import SYSTEM
 
-from .browser_support import A_DIMENSIONS, annotations, choose, current_task, expect, shot, sign_in, wait_idle
+from .browser_support import (
+    A_DIMENSIONS,
+    annotations,
+    choose,
+    current_task,
+    expect,
+    shot,
+    sign_in,
+    start_next_task,
+    wait_idle,
+)
 from .test_browser import server  # noqa: F401  (the `medrev app` fixture)
 
 pytestmark = pytest.mark.browser
@@ -24,10 +34,7 @@ def _session_cookie(context) -> dict:
 def test_reload_and_a_second_tab_stay_signed_in_and_sign_out_ends_both(server, page):  # noqa: F811
     base, engine = server
     sign_in(page, base, "rev01")
-    page.get_by_role("button", name="Start next task").click()
-    expect(page.get_by_text("Rubric A: item validation")).to_be_visible()
-    wait_idle(page)
-    task = current_task(page)
+    task = start_next_task(page)
     cookie = _session_cookie(page.context)
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
     assert sessions.COOKIE_NAME not in page.evaluate("document.cookie")  # scripts cannot read it
@@ -54,10 +61,7 @@ def test_reload_and_a_second_tab_stay_signed_in_and_sign_out_ends_both(server, p
 def test_a_reviewer_deactivated_mid_task_cannot_submit(server, page):  # noqa: F811
     base, engine = server
     sign_in(page, base, "rev02")
-    page.get_by_role("button", name="Start next task").click()
-    expect(page.get_by_text("Rubric A: item validation")).to_be_visible()
-    wait_idle(page)
-    task = current_task(page)
+    task = start_next_task(page)
     for dimension in A_DIMENSIONS:
         choose(page, task, dimension, 2)
     accounts.set_active(engine, "rev02", False, actor=SYSTEM)  # the lead deactivates rev02 meanwhile

@@ -14,7 +14,9 @@ from review_app.db.engine import read_session
 from review_app.db.models import AuditEvent
 from review_app.demo import DEMO_STUDY
 from review_app.services import export
-from review_app.services.study_analysis import analysis_options, study_agreement, study_analysis
+from review_app.services.analysis_options import analysis_options
+from review_app.services.cached_analyses import study_agreement
+from review_app.services.study_analysis import study_analysis
 
 from ..factories import make_level_event_free
 from .conftest import sign_in, walk_text
@@ -110,8 +112,8 @@ def test_saved_settings_reach_the_page_the_csv_and_the_latex(demo_db, tmp_path):
 
 def test_reviewers_cannot_save_analysis_settings(demo_db):
     from review_app.db.models import Reviewer
+    from review_app.services.analysis_options import AnalysisOptions, save_analysis_options
     from review_app.services.errors import PermissionDenied
-    from review_app.services.study_analysis import AnalysisOptions, save_analysis_options
 
     with read_session(demo_db) as session:
         reviewer = session.exec(select(Reviewer).where(Reviewer.username == "rev01")).one()

@@ -14,7 +14,7 @@ from review_app.rubrics import get_rubric
 from review_app.services.study_analysis import study_analysis
 
 from .conftest import sign_in
-from .panel_support import Panel
+from .panel_support import Panel, judge_assignment, open_review
 
 
 def _lead_page(page: str, user: str = "lead01", study: str = DEMO_STUDY):
@@ -86,20 +86,10 @@ def test_export_page_offers_a_zip_with_manifest(demo_db):
 
 
 def test_judge_audit_flow(demo_db):
-    from review_app.db.models import Assignment, Reviewer, Task
     from review_app.demo import DEMO_JUDGE_STUDY
 
-    with read_session(demo_db) as session:
-        aid = session.exec(
-            select(Assignment.id)
-            .join(Task, Task.id == Assignment.task_id)
-            .join(Reviewer, Reviewer.id == Assignment.reviewer_id)
-            .where(Task.rubric == "judge", Reviewer.username == "rev01")
-        ).first()
-    at = sign_in("rev01")
-    at.query_params["task"] = str(aid)
-    at.switch_page("views/review.py").run()
-    assert not at.exception, at.exception
+    aid = judge_assignment(demo_db)
+    at = open_review("rev01", aid)
     assert at.markdown[0].value == "#### Judge audit: retracted-paper contamination"
     assert any("AUTOMATIC JUDGE" in c.value for c in at.caption)
     assert any("Retracted study" in h.proto.body for h in at.get("html"))

@@ -16,7 +16,7 @@ from review_app.db.engine import read_session
 from review_app.db.models import Adjudication, AuditEvent, TaskFlag
 from review_app.demo import DEMO_JUDGE_STUDY, DEMO_STUDY, SHARED_UNITS, UNTOUCHED
 from review_app.rubrics import get_rubric
-from review_app.services import adjudication, export, progress, reviewing
+from review_app.services import adjudication, export, progress, rating_comparison, review_queue, reviewing
 from review_app.services.accounts import get_user
 from review_app.services.actors import SYSTEM
 
@@ -52,7 +52,7 @@ def _sequence(at) -> list[tuple[str, str]]:
 def test_a_reviewers_flag_reaches_the_lead_who_resolves_it(demo_db):
     reviewer = sign_in("rev03")
     user = reviewer.session_state["medrev_user"]
-    aid = reviewing.next_assignment(demo_db, user.id)
+    aid = review_queue.next_assignment(demo_db, user.id)
     reviewer.query_params["task"] = str(aid)
     reviewer.switch_page("views/review.py").run()
     assert not reviewer.exception, reviewer.exception
@@ -89,7 +89,7 @@ def _disagreeing_task(db):
     """A Rubric B task of the demo where the raters agree on some dimensions and not on others."""
     for entry in adjudication.disagreement_queue(db, DEMO_STUDY, "B"):
         view = adjudication.adjudication_view(db, entry.task_id, actor=SYSTEM)
-        agreed = adjudication.agreed_dimensions("B", view.ratings)
+        agreed = rating_comparison.agreed_dimensions("B", view.ratings)
         if agreed and len(agreed) < len(view.dimensions) and len(view.ratings) == 2:
             return view, agreed
     raise AssertionError("the demo has no partly agreed Rubric B task")
@@ -177,7 +177,7 @@ def test_export_follows_the_selected_study_and_states_pending_tasks(demo_db):
     assert not lead.exception, lead.exception
     first = _manifest(lead.session_state[f"export_archive:{DEMO_STUDY}"])
     assert first["study"]["name"] == DEMO_STUDY
-    assert first["pending"]["tasks"] == pending and first["pending"]["excluded"] is True  # SPEC 2.5 default
+    assert first["pending"]["tasks"] == pending and first["pending"]["excluded"] is True  # left out by default
     assert len(lead.get("download_button")) == 1
 
     next(s for s in lead.selectbox if s.label == "Study").set_value(DEMO_JUDGE_STUDY).run()
@@ -246,7 +246,7 @@ def test_demo_reviewers_share_tasks_and_the_printed_accounts_include_lead_and_ad
         units = set(session.exec(select(Task.pool_rank).where(Task.id.in_(shared))).all())
     assert len(units) == SHARED_UNITS
     for reviewer_id in ids.values():  # the shared tasks come first in both queues
-        first = reviewing.next_assignment(demo_db, reviewer_id)
+        first = review_queue.next_assignment(demo_db, reviewer_id)
         assert reviewing.open_task(demo_db, first, reviewer_id).task_id in shared
     from review_app.demo import seed_demo
 

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from review_app.db.engine import write_session
 from review_app.demo import DEMO_STUDY
-from review_app.services import reviewing
+from review_app.services import review_queue
 from review_app.ui.components.text import plain
 
 from .conftest import sign_in
@@ -63,7 +63,7 @@ def test_names_are_escaped_for_a_reviewer(demo_db):
     assert f"**{plain(HOSTILE_NAME)}**" in at.sidebar.markdown[0].value
     assert_only_escaped(at, HOSTILE_NAME)
     user = at.session_state["medrev_user"]
-    at.query_params["task"] = str(reviewing.next_assignment(demo_db, user.id))
+    at.query_params["task"] = str(review_queue.next_assignment(demo_db, user.id))
     at.switch_page("views/review.py").run()
     assert not at.exception, at.exception
     assert_only_escaped(at, HOSTILE_STUDY)  # the study name in the progress line

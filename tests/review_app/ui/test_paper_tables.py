@@ -15,7 +15,7 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from review_app.demo import DEMO_JUDGE_STUDY, DEMO_STUDY
-from review_app.services import export_tables
+from review_app.services.export import analysis_tables as export_tables
 from review_app.services.judge_audit import judge_audit_summary
 from review_app.services.study_analysis import study_analysis
 
@@ -83,7 +83,7 @@ def test_the_downloaded_csv_and_latex_are_the_export_tables(demo_db):
     analysis = study_analysis(demo_db, DEMO_STUDY)
     expected = export_tables.harm_model_table(analysis)[0].frame
     # the button serves its bytes from the media store; the page's table object is what it wrote
-    from review_app.services.paper_tables import harm_model_tables
+    from review_app.services.export.paper import harm_model_tables
 
     table = harm_model_tables(analysis)[0]
     written = pd.read_csv(io.BytesIO(table.csv_bytes()))
@@ -146,24 +146,9 @@ def test_judge_confidence_chart_shows_every_level_including_2(demo_db):
 
 
 def test_judge_review_page_speaks_of_a_verdict_on_the_judge(demo_db):
-    from sqlmodel import select
+    from .panel_support import Panel, judge_assignment, open_review
 
-    from review_app.db.engine import read_session
-    from review_app.db.models import Assignment, Reviewer, Task
-
-    from .panel_support import Panel
-
-    with read_session(demo_db) as session:
-        aid = session.exec(
-            select(Assignment.id)
-            .join(Task, Task.id == Assignment.task_id)
-            .join(Reviewer, Reviewer.id == Assignment.reviewer_id)
-            .where(Task.rubric == "judge", Reviewer.username == "rev01")
-        ).first()
-    at = sign_in("rev01")
-    at.query_params["task"] = str(aid)
-    at.switch_page("views/review.py").run()
-    assert not at.exception, at.exception
+    at = open_review("rev01", judge_assignment(demo_db))
     panel = Panel(at)
     names = [d["name"] for d in panel.data["dims"]]
     assert names == ["Your verdict on the judge's label", "Confidence in your verdict"]

@@ -15,7 +15,7 @@ from review_app.db.engine import read_session
 from review_app.db.models import Assignment, Reviewer, Study, Task
 from review_app.demo import DEMO_STUDY
 from review_app.rubrics import get_rubric
-from review_app.services import planning, quality
+from review_app.services import gold_tasks, planning, reviewer_monitoring
 from tests.review_app.test_quality import HeldFills
 
 from .conftest import APP, sign_in, walk_text
@@ -92,7 +92,7 @@ def _with_severity(at: AppTest) -> AppTest:
 
 def test_quality_page_shows_every_reviewer_and_the_gold_tools(demo_db):
     at = _with_severity(_lead_page("views/lead_quality.py"))
-    report = quality.quality_report(demo_db, _user(demo_db, "lead01"), DEMO_STUDY)
+    report = reviewer_monitoring.quality_report(demo_db, _user(demo_db, "lead01"), DEMO_STUDY)
     table = at.dataframe[0].value
     assert list(table["rater"]) == list(report.table()["rater"])
     assert {"severity", "agreement", "median_seconds", "drift_p_value"} <= set(table.columns)
@@ -108,7 +108,7 @@ def test_gold_marked_on_the_page_changes_nothing_for_the_reviewer(demo_db):
     """The reviewer's task page is the same before and after the lead makes the task gold."""
     rev = _user(demo_db, "rev01")  # untouched queue in the demo
     lead = _user(demo_db, "lead01")
-    unrated = {t[0]: t for t in quality.unrated_tasks(demo_db, lead, DEMO_STUDY)}  # nobody has rated these
+    unrated = {t[0]: t for t in gold_tasks.unrated_tasks(demo_db, lead, DEMO_STUDY)}  # nobody has rated these
     with read_session(demo_db) as session:
         aid, task_id = next(
             (a, t)
@@ -139,7 +139,7 @@ def test_gold_marked_on_the_page_changes_nothing_for_the_reviewer(demo_db):
     next(b for b in page.button if b.label == "Mark as gold").click()
     page.run()
     assert f"Task {task_id} is a gold task." in page.success[0].value
-    gold = quality.gold_tasks(demo_db, lead, DEMO_STUDY)
+    gold = gold_tasks.gold_tasks(demo_db, lead, DEMO_STUDY)
     assert [(g.task_id, g.source) for g in gold] == [(task_id, "consensus")]
     assert review_page() == before
 
@@ -155,10 +155,12 @@ def test_progress_page_raises_the_gold_alert_the_lead_set(demo_db, held_fills):
     from tests.review_app.factories import rate
 
     lead = _user(demo_db, "lead01")
-    task_id, *_ = next(t for t in quality.unrated_tasks(demo_db, lead, DEMO_STUDY) if t[2] == "B")
+    task_id, *_ = next(t for t in gold_tasks.unrated_tasks(demo_db, lead, DEMO_STUDY) if t[2] == "B")
     worst = dict.fromkeys(get_rubric("B").dimension_keys, 0)
-    quality.mark_gold(demo_db, lead, DEMO_STUDY, task_id, expected_scores=worst)
-    quality.set_thresholds(demo_db, lead, DEMO_STUDY, quality.QualityThresholds(gold_accuracy_min=0.9, min_gold=1))
+    gold_tasks.mark_gold(demo_db, lead, DEMO_STUDY, task_id, expected_scores=worst)
+    reviewer_monitoring.set_thresholds(
+        demo_db, lead, DEMO_STUDY, reviewer_monitoring.QualityThresholds(gold_accuracy_min=0.9, min_gold=1)
+    )
     with read_session(demo_db) as session:
         slot = session.exec(select(Assignment).where(Assignment.task_id == task_id)).first()
     rate(demo_db, slot, dict.fromkeys(get_rubric("B").dimension_keys, 2))
@@ -188,7 +190,7 @@ def test_quality_page_shows_the_rest_at_once_and_severity_when_ready(demo_db, mo
 
     CACHE.clear()
     monkeypatch.setattr(component, "REPORT_WAIT_SECONDS", 0.0)
-    report = quality.quality_report(demo_db, _user(demo_db, "lead01"), DEMO_STUDY)
+    report = reviewer_monitoring.quality_report(demo_db, _user(demo_db, "lead01"), DEMO_STUDY)
     full = report.table()
     at = _lead_page("views/lead_quality.py")  # severity's fill is held until the test releases it
     first = at.dataframe[0].value

@@ -12,8 +12,7 @@ import pytest
 
 from review_app.ui import server
 
-from .browser_support import free_port
-from .test_browser_safety import start_app
+from .browser_support import free_port, start_app
 
 
 def listening_addresses(pid: int) -> set[tuple[str, int]]:

@@ -7,7 +7,7 @@ from sqlmodel import select
 from review_app.db.engine import read_session
 from review_app.db.models import Annotation, AuthSession
 from review_app.rubrics import get_rubric
-from review_app.services import accounts, reviewing, sessions
+from review_app.services import accounts, review_queue, reviewing, sessions
 from review_app.services.actors import SYSTEM
 
 from .conftest import sign_in
@@ -16,7 +16,7 @@ from .panel_support import Panel
 
 def _open_review(at):
     user = at.session_state["medrev_user"]
-    aid = reviewing.next_assignment(_db(), user.id, rubric="A")
+    aid = review_queue.next_assignment(_db(), user.id, rubric="A")
     at.query_params["task"] = str(aid)
     at.switch_page("views/review.py").run()
     assert not at.exception, at.exception

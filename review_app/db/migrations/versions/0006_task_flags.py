@@ -1,4 +1,4 @@
-"""task flags: a reviewer's flag on a task, its comment, and the lead's resolution (issue 18)
+"""task flags: a reviewer's flag on a task, its comment, and the lead's resolution
 
 Revision ID: 0006
 Revises: 0005

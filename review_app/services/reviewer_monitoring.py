@@ -1,18 +1,16 @@
-"""Gold tasks and reviewer quality, for study leads only.
+"""Reviewer quality for study leads: alert thresholds, the quality report and its alerts.
 
-* **Gold tasks** are tasks of a study whose expected scores are known: from a final decision
-  (unanimous or adjudicated) on the same unit (rubric, item, response) in another study, or from a
-  consensus the lead enters. Nothing on the review path reads ``gold_task``, so a reviewer is
-  served a gold task exactly like any other; their annotations on it are left out of the study's
-  agreement, analyses, adjudication queue and exports (``annotations.load_annotations``) and feed
-  only :func:`quality_report`. A task can be made gold (or ordinary again) only while nobody has
-  submitted a rating on it, so no rating ever moves in or out of the analysis after it was seen.
+* **The quality report** (:func:`quality_report`) measures every reviewer on the study's annotations
+  in force (:mod:`review_app.analysis.reviewer_quality`: severity, agreement with co-raters, drift,
+  time on task and accuracy on the gold tasks of :mod:`review_app.services.gold_tasks`). Pages use
+  the cached report (:func:`cached_quality_report`), computed in a compute worker once per data
+  version, and the alerts alone (:func:`cached_quality_alerts`), which skip the harm model's fit.
 * **Thresholds** (drift false-alarm rate, minimum gold accuracy) are study settings a lead sets;
   crossing them raises alerts on the Progress page.
 
 Every function takes the acting user (any object with an ``id``, e.g. the signed-in user) and
-refuses anyone who is not an active lead or admin, reading files included: reviewers never see
-any of this.
+refuses anyone who is not an active lead or admin (:func:`require_lead`), reading files included:
+reviewers never see any of this.
 """
 
 from __future__ import annotations
@@ -25,26 +23,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from pydantic import ValidationError
-from sqlalchemy import Engine, and_, func
-from sqlalchemy.orm import aliased
+from sqlalchemy import Engine
 from sqlmodel import Session, select
 
 from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.reviewer_quality import Alert, QualityThresholds, ReviewerQuality, reviewer_quality
-from review_app.analysis.rubric_b import HarmModelSpec
+from review_app.analysis.study_harm_model import HarmModelSpec
 from review_app.db.engine import read_session, write_session
-from review_app.db.models import Adjudication, Annotation, GoldTask, Reviewer, Study, Task
-from review_app.rubrics import ScoreSheet, get_rubric
+from review_app.db.models import GoldTask, Reviewer, Study
 from review_app.services import audit, compute_workers
 from review_app.services.actors import LEAD_ROLES, Actor, acting_user, require_study_lead
+from review_app.services.analysis_options import harm_spec
 from review_app.services.annotations import get_study_row, load_annotations, rater_labels
-from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied, SessionEnded
-from review_app.services.export_tables import escape_csv_cell
-from review_app.services.study_analysis import harm_model, harm_spec
-from review_app.services.study_cache import CACHE, relabelled, study_frame, study_rater_labels, warm_frame
+from review_app.services.errors import NotFound, PermissionDenied, SessionEnded
+from review_app.services.export.tables import escape_csv_cell
+from review_app.services.study_analysis import harm_model
+from review_app.services.study_cache import CACHE
+from review_app.services.study_frames import relabelled, study_frame, study_rater_labels, warm_frame
 
-FINAL_STATUSES = ("unanimous", "adjudicated")
 WAIT_POLL_SECONDS = 0.05  # how often quality_report_now looks for the full report while it waits
 SETTINGS_KEY = "quality"
 
@@ -65,7 +61,8 @@ def require_lead(session: Session, actor: Actor | None, what: str = "see reviewe
         raise PermissionDenied(f"only study leads and admins can {what}") from None
 
 
-def _account_id(user: Reviewer | None) -> int | None:
+def account_id(user: Reviewer | None) -> int | None:
+    """The id an audit row names for ``user``: the account's, or None for the system actor."""
     return user.id if user is not None else None  # None: the system actor (command line)
 
 
@@ -75,7 +72,8 @@ def check_lead(engine: Engine, actor: Actor | None) -> None:
         require_lead(session, actor)
 
 
-def _study(session: Session, name: str, *, lock: bool = False) -> Study:
+def study_row(session: Session, name: str, *, lock: bool = False) -> Study:
+    """The study named ``name``, its row locked with ``lock`` (a settings or gold-task change)."""
     query = select(Study).where(Study.name == name)
     if lock:
         query = query.with_for_update()
@@ -85,275 +83,20 @@ def _study(session: Session, name: str, *, lock: bool = False) -> Study:
     return study
 
 
-# --- gold tasks ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GoldInfo:
-    """A gold task of the study as the lead sees it."""
-
-    task_id: int
-    unit_key: str
-    rubric: str
-    expected_scores: dict[str, int]
-    source: str
-    source_task_id: int | None
-    ratings: int
-
-
-@dataclass(frozen=True)
-class GoldCandidate:
-    """A task of this study whose unit has a final decision in another study."""
-
-    task_id: int
-    unit_key: str
-    rubric: str
-    expected_scores: dict[str, int]
-    source_study: str
-    source_task_id: int
-    status: str
-
-
-_IN_CHUNK = 10_000  # ids per IN list: PostgreSQL takes at most 65,535 parameters in one statement
-
-
-def _submitted(session: Session, task_ids: list[int]) -> dict[int, int]:
-    """Task id -> assignments with an annotation, asked in chunks (a study can have 100,000s of tasks)."""
-    out: dict[int, int] = {}
-    for start in range(0, len(task_ids), _IN_CHUNK):
-        rows = session.exec(
-            select(Annotation.task_id, func.count(func.distinct(Annotation.assignment_id)))
-            .where(Annotation.task_id.in_(task_ids[start : start + _IN_CHUNK]))
-            .group_by(Annotation.task_id)
-        ).all()
-        out.update({int(t): int(n) for t, n in rows})
-    return out
-
-
-def gold_tasks(engine: Engine, actor: Actor, study_name: str) -> list[GoldInfo]:
-    """The study's gold tasks with their expected scores and how many ratings each has."""
-    with read_session(engine) as session:
-        require_lead(session, actor)
-        study = _study(session, study_name)
-        rows = session.exec(
-            select(GoldTask, Task.unit_key, Task.rubric)
-            .join(Task, Task.id == GoldTask.task_id)
-            .where(GoldTask.study_id == study.id)
-            .order_by(Task.pool_rank, Task.id)
-        ).all()
-        counts = _submitted(session, [g.task_id for g, _u, _r in rows])
-    return [
-        GoldInfo(g.task_id, unit, rubric, dict(g.expected_scores), g.source, g.source_task_id, counts.get(g.task_id, 0))
-        for g, unit, rubric in rows
-    ]
-
-
-def _final_decisions(session: Session, exclude_study: int) -> dict[tuple[str, int, int | None], tuple]:
-    """(rubric, item, response) -> (scores, status, study name, task id) of the newest final decision elsewhere."""
-    newest = (
-        select(Adjudication.task_id, func.max(Adjudication.version).label("version"))
-        .group_by(Adjudication.task_id)
-        .subquery()
-    )
-    rows = session.exec(
-        select(Adjudication, Task.rubric, Task.item_id, Task.response_id, Study.name)
-        .join(newest, and_(newest.c.task_id == Adjudication.task_id, newest.c.version == Adjudication.version))
-        .join(Task, Task.id == Adjudication.task_id)
-        .join(Study, Study.id == Task.study_id)
-        .where(Task.study_id != exclude_study, Adjudication.status.in_(FINAL_STATUSES))
-        .order_by(Adjudication.created_at)
-    ).all()
-    out: dict[tuple[str, int, int | None], tuple] = {}
-    for decision, rubric, item_id, response_id, study in rows:
-        if set(decision.final_scores) == set(get_rubric(rubric).dimension_keys):
-            out[(rubric, item_id, response_id)] = (
-                dict(decision.final_scores),
-                decision.status,
-                study,
-                decision.task_id,
-            )
-    return out
-
-
-def gold_candidates(engine: Engine, actor: Actor, study_name: str) -> list[GoldCandidate]:
-    """Unrated, non-gold tasks of the study whose unit was finally decided in another study.
-
-    The database narrows the study's tasks to unrated, non-gold ones on an item decided elsewhere
-    (indexed semi-joins), so a page rerun reads a handful of rows, not every task of a panel-scale
-    study; the unit match (rubric, item, response) and the complete-scores check stay as before.
-    """
-    with read_session(engine) as session:
-        require_lead(session, actor)
-        study = _study(session, study_name)
-        decisions = _final_decisions(session, study.id)
-        if not decisions:
-            return []
-        other = aliased(Task)
-        decided_items = (
-            select(other.item_id)
-            .join(Adjudication, Adjudication.task_id == other.id)
-            .where(other.study_id != study.id, Adjudication.status.in_(FINAL_STATUSES))
-        )
-        rated = select(Annotation.id).where(Annotation.task_id == Task.id).exists()
-        gold = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
-        rows = session.exec(
-            select(Task.id, Task.unit_key, Task.rubric, Task.item_id, Task.response_id)
-            .where(
-                Task.study_id == study.id,
-                Task.item_id.in_(decided_items),
-                Task.id.not_in(gold),
-                ~rated,
-            )
-            .order_by(Task.pool_rank, Task.id)
-        ).all()
-    out = []
-    for task_id, unit_key, rubric, item_id, response_id in rows:
-        found = decisions.get((rubric, item_id, response_id))
-        if found is None:
-            continue
-        scores, status, source_study, source_task = found
-        out.append(GoldCandidate(int(task_id), unit_key, rubric, scores, source_study, source_task, status))
-    return out
-
-
-def unrated_tasks(
-    engine: Engine, actor: Actor, study_name: str, *, limit: int | None = None
-) -> list[tuple[int, str, str]]:
-    """(task id, unit key, rubric) of the study's ordinary tasks nobody has rated yet (gold-able), in pool order.
-
-    ``limit``: the first so many only. A panel-scale study has 100,000s of unrated tasks; a page
-    offers the first few hundred in pool order (the next to be served, so the ones worth making
-    gold) instead of reading and listing every one on each rerun.
-    """
-    with read_session(engine) as session:
-        require_lead(session, actor)
-        study = _study(session, study_name)
-        rated = select(Annotation.id).where(Annotation.task_id == Task.id).exists()
-        gold = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
-        query = (
-            select(Task.id, Task.unit_key, Task.rubric)
-            .where(Task.study_id == study.id, ~rated, Task.id.not_in(gold))
-            .order_by(Task.pool_rank, Task.id)
-        )
-        if limit is not None:
-            query = query.limit(limit)
-        rows = session.exec(query).all()
-    return [(int(t), unit, rubric) for t, unit, rubric in rows]
-
-
-def _check_scores(rubric: str, scores: Mapping[str, int]) -> dict[str, int]:
-    try:
-        return dict(ScoreSheet(rubric=rubric, scores=dict(scores)).scores)
-    except ValidationError as error:
-        problems = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in error.errors())
-        raise InvalidInput(f"expected scores: {problems}") from None
-
-
-def mark_gold(
-    engine: Engine,
-    actor: Actor,
-    study_name: str,
-    task_id: int,
-    *,
-    expected_scores: Mapping[str, int] | None = None,
-) -> GoldInfo:
-    """Make a task of the study gold.
-
-    Without ``expected_scores`` they are taken from the newest final decision on the same unit in
-    another study (source "adjudication"); with them, they are the lead's consensus scores
-    (validated against the rubric; source "consensus"). Refused once the task has a submitted rating.
-    """
-    with write_session(engine) as session:
-        lead = require_lead(session, actor, "mark gold tasks")
-        study = _study(session, study_name, lock=True)
-        require_study_lead(session, lead, study)
-        task = session.exec(select(Task).where(Task.id == task_id, Task.study_id == study.id).with_for_update()).first()
-        if task is None:
-            raise NotFound(f"study {study_name!r} has no task {task_id}")
-        if session.get(GoldTask, task.id) is not None:
-            raise Conflict(f"task {task.id} ({task.unit_key}) is already a gold task")
-        rated = _submitted(session, [task.id]).get(task.id, 0)
-        if rated:
-            raise Conflict(
-                f"task {task.id} ({task.unit_key}) already has {rated} submitted rating(s); gold tasks are chosen "
-                "before anyone rates them, so no rating moves out of the analysis after it was seen"
-            )
-        source_task_id = None
-        if expected_scores is None:
-            found = _final_decisions(session, study.id).get((task.rubric, task.item_id, task.response_id))
-            if found is None:
-                raise InvalidInput(
-                    f"no other study has a final (unanimous or adjudicated) decision on task {task.id}'s unit; "
-                    "enter the consensus scores instead"
-                )
-            scores, source, source_task_id = found[0], "adjudication", found[3]
-        else:
-            scores, source = _check_scores(task.rubric, expected_scores), "consensus"
-        row = GoldTask(
-            task_id=task.id,
-            study_id=study.id,
-            expected_scores=scores,
-            source=source,
-            source_task_id=source_task_id,
-            created_by=_account_id(lead),
-        )
-        session.add(row)
-        audit.record(
-            session,
-            actor_id=_account_id(lead),
-            action="gold.mark",
-            entity="task",
-            entity_id=task.id,
-            study_id=study.id,
-            after={"expected_scores": scores, "source": source, "source_task_id": source_task_id},
-        )
-        return GoldInfo(task.id, task.unit_key, task.rubric, scores, source, source_task_id, 0)
-
-
-def unmark_gold(engine: Engine, actor: Actor, study_name: str, task_id: int) -> None:
-    """Make a gold task ordinary again (only while nobody has rated it)."""
-    with write_session(engine) as session:
-        lead = require_lead(session, actor, "change gold tasks")
-        study = _study(session, study_name, lock=True)
-        require_study_lead(session, lead, study)
-        row = session.exec(
-            select(GoldTask).where(GoldTask.task_id == task_id, GoldTask.study_id == study.id).with_for_update()
-        ).first()
-        if row is None:
-            raise NotFound(f"task {task_id} is not a gold task of study {study_name!r}")
-        rated = _submitted(session, [task_id]).get(task_id, 0)
-        if rated:
-            raise Conflict(
-                f"task {task_id} already has {rated} submitted rating(s) as a gold task; it stays gold so that no "
-                "rating moves into the analysis after it was seen"
-            )
-        before = {"expected_scores": dict(row.expected_scores), "source": row.source}
-        session.delete(row)
-        audit.record(
-            session,
-            actor_id=_account_id(lead),
-            action="gold.unmark",
-            entity="task",
-            entity_id=task_id,
-            study_id=study.id,
-            before=before,
-        )
-
-
 # --- thresholds ---------------------------------------------------------------------------------
 
 
 def thresholds(engine: Engine, study_name: str) -> QualityThresholds:
     """The study's alert thresholds (defaults until a lead sets them)."""
     with read_session(engine) as session:
-        return QualityThresholds.from_dict(_study(session, study_name).settings.get(SETTINGS_KEY))
+        return QualityThresholds.from_dict(study_row(session, study_name).settings.get(SETTINGS_KEY))
 
 
 def set_thresholds(engine: Engine, actor: Actor, study_name: str, values: QualityThresholds) -> QualityThresholds:
     """Store the alert thresholds with the study (audited)."""
     with write_session(engine) as session:
         lead = require_lead(session, actor, "set quality alert thresholds")
-        study = _study(session, study_name, lock=True)
+        study = study_row(session, study_name, lock=True)
         require_study_lead(session, lead, study)
         settings = dict(study.settings)
         before = settings.get(SETTINGS_KEY)
@@ -361,7 +104,7 @@ def set_thresholds(engine: Engine, actor: Actor, study_name: str, values: Qualit
         study.settings = settings
         session.add(study)
         audit.record(
-            session, actor_id=_account_id(lead), action="study.quality_thresholds", entity="study", entity_id=study.id,
+            session, actor_id=account_id(lead), action="study.quality_thresholds", entity="study", entity_id=study.id,
             study_id=study.id, before=before, after=values.to_dict(),
         )  # fmt: skip
     return values

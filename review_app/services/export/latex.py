@@ -21,7 +21,7 @@ from review_app.analysis.formatting import (
 from review_app.analysis.harm_model import HarmModelResult
 from review_app.analysis.rubric_a import COMPOSITE
 from review_app.analysis.rubric_b import AGGREGATIONS, OUTCOME_CLASSES
-from review_app.services.export_tables import AGGREGATION_LABELS, STRATUM_LABELS
+from review_app.services.export.tables import AGGREGATION_LABELS, STRATUM_LABELS
 from review_app.services.judge_audit import JudgeAuditSummary
 from review_app.services.study_analysis import StudyAnalysis
 

@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from review_app.cli_support import console, engine, err_console, friendly_errors, print_json
+from review_app.cli.support import console, engine, err_console, friendly_errors, print_json
 
 app = typer.Typer(help="Set up and run a clinician review study.", no_args_is_help=True)
 user_app = typer.Typer(help="Reviewer accounts (argon2-hashed passwords, roles).", no_args_is_help=True)
@@ -305,7 +305,7 @@ def export(
 
     from review_app.config import get_settings
     from review_app.services import compute_workers
-    from review_app.services import export as exporting
+    from review_app.services.export import study as exporting
 
     out = out or get_settings().export_dir / exporting.export_name(study)
     database = engine()

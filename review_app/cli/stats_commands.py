@@ -1,16 +1,18 @@
 """``medrev stats``: the review analysis on any CSV, for scripts and for checking a paper's numbers.
 
-Names, flags and JSON keys follow SPEC §3 and stay stable. Bad input (a missing file or column, a
-non-numeric score, an unknown reference level, k > n) prints one line naming the problem and exits
-with code 2; nothing is written and no traceback is shown.
+Names, flags and JSON keys are the contract of docs/command-line.md and stay stable. Bad input (a missing
+file or column, a non-numeric score, an unknown reference level, k > n) prints one line naming the problem
+and exits with code 2; nothing is written and no traceback is shown. Every command ends in ``_report``, so
+they all refuse, print JSON and print their table the same way.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, Protocol, TypeVar
 
 import typer
 from rich import box
@@ -23,9 +25,18 @@ from review_app.analysis.priors import PENALTY_HELP
 if TYPE_CHECKING:  # the analysis (pandas, scipy) is imported by the command that runs, not by --help
     import pandas as pd
 
+    from review_app.analysis import AgreementResult, HarmModelResult
+
 app = typer.Typer(help="Agreement, harm model and Wilson proportions on CSV files.", no_args_is_help=True)
 console = Console()
 CSV_HEADER_LINES = 2  # frame position 0 is line 2 of the file
+
+
+class _Result(Protocol):
+    def to_dict(self) -> dict[str, object]: ...
+
+
+R = TypeVar("R", bound=_Result)
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -99,6 +110,32 @@ def _print_json(data: dict[str, object]) -> None:
     typer.echo(json.dumps(_clean(data), indent=2, allow_nan=False))
 
 
+def _report(compute: Callable[[], R], *, as_json: bool, show: Callable[[R], None], source: Path | None = None) -> None:
+    """Run one command's analysis and print its result: ``to_dict()`` as JSON with ``--json``, else ``show``.
+
+    The one place a command's refusals become ``error: ...`` on stderr, so every command reports them alike:
+    the analysis's (``AnalysisInputError``, prefixed with the ``source`` file so the message names it) and a
+    service's (``ServiceError``) exit 2; a database fault (``DatabaseUnavailable``, ``stats plan --pilot``)
+    is the machine's and exits 1.
+    """
+    import sys
+
+    from review_app.analysis.layout import AnalysisInputError
+    from review_app.errors import ServiceError
+
+    try:
+        result = compute()
+    except AnalysisInputError as error:
+        _fail(f"{source}: {error}" if source is not None else str(error))
+    except ServiceError as error:
+        faults = sys.modules.get("review_app.db.errors")  # loaded if the fault came from the database
+        _fail(str(error), code=1 if faults is not None and isinstance(error, faults.DatabaseUnavailable) else 2)
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        show(result)
+
+
 def _fmt(value: object, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
@@ -131,7 +168,6 @@ def agreement_command(
 ) -> None:
     """Gwet's AC2 (AC1 with identity weights), Krippendorff's ordinal alpha and percent agreement."""
     from review_app.analysis.agreement import WEIGHT_SCHEMES, agreement
-    from review_app.analysis.layout import AnalysisInputError
 
     if weights not in WEIGHT_SCHEMES:
         _fail(f"unknown --weights {weights!r}; choose one of {', '.join(WEIGHT_SCHEMES)}")
@@ -140,8 +176,9 @@ def agreement_command(
     except ValueError:
         _fail(f"--categories must be comma-separated numbers, got {categories!r}")
     data, lines = _read_csv(input)
-    try:
-        result = agreement(
+
+    def compute() -> AgreementResult:
+        return agreement(
             data,
             score,
             unit=unit,
@@ -151,11 +188,11 @@ def agreement_command(
             min_ratings=min_ratings,
             row_offset=lines,
         )
-    except AnalysisInputError as error:
-        _fail(f"{input}: {error}")
-    if as_json:
-        _print_json(result.to_dict())
-        return
+
+    _report(compute, as_json=as_json, show=lambda result: _agreement_table(result, score, weights), source=input)
+
+
+def _agreement_table(result: AgreementResult, score: str, weights: str) -> None:
     table = Table(title=escape(f"Agreement on {score} ({result.coefficient_name}, {weights} weights)"))
     table.add_column("measure")
     table.add_column("value", justify="right")
@@ -200,7 +237,6 @@ def harm_model_command(
     estimable and the other terms keep lme4's estimates; --penalty normal gives it a finite estimate
     under a weakly informative prior (blme::bglmer's objective).
     """
-    from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
     from review_app.analysis.harm_model import Penalty, fit_random_intercept_logit
     from review_app.analysis.layout import AnalysisInputError
 
@@ -216,8 +252,9 @@ def harm_model_command(
     except AnalysisInputError as error:
         _fail(f"--penalty: {error}")
     data, lines = _read_csv(input)
-    try:
-        result = fit_random_intercept_logit(
+
+    def compute() -> HarmModelResult:
+        return fit_random_intercept_logit(
             data,
             outcome,
             fixed_columns,
@@ -227,11 +264,13 @@ def harm_model_command(
             penalty=chosen_penalty,
             row_offset=lines,
         )
-    except AnalysisInputError as error:
-        _fail(f"{input}: {error}")
-    if as_json:
-        _print_json(result.to_dict())
-        return
+
+    _report(compute, as_json=as_json, show=lambda result: _harm_model_table(result, group), source=input)
+
+
+def _harm_model_table(result: HarmModelResult, group: str) -> None:
+    from review_app.analysis.formatting import format_ci, format_odds_ratio, format_p
+
     # Compact (no vertical rules, three decimals) so the longest term names fit 80 columns unbroken.
     table = Table(
         title=escape(f"{result.formula}\n{result.estimation}"),
@@ -280,17 +319,9 @@ def proportion_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a line of text.")] = False,
 ) -> None:
     """A rate with its Wilson 95% CI, e.g. ``--successes 34 --n 89`` -> 38.2% (28.8-48.6)."""
-    from review_app.analysis.layout import AnalysisInputError
     from review_app.analysis.proportions import wilson
 
-    try:
-        result = wilson(successes, n)
-    except AnalysisInputError as error:
-        _fail(str(error))
-    if as_json:
-        _print_json(result.to_dict())
-        return
-    console.print(result.summary())
+    _report(lambda: wilson(successes, n), as_json=as_json, show=lambda result: console.print(result.summary()))
 
 
 @app.command("plan")
@@ -355,8 +386,7 @@ def plan_command(
     """Tasks, dual-rated tasks and reviewer-hours a study needs, by seeded simulation."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from review_app.cli_support import engine
-    from review_app.services.errors import ServiceError
+    from review_app.cli.support import engine
     from review_app.services.planning import PlanRequest, make_plan
 
     request = PlanRequest(
@@ -394,16 +424,8 @@ def plan_command(
     def progress(done: int, budget: int) -> None:
         bar.update(job, completed=done, total=max(budget, done))
 
-    from review_app.db.errors import DatabaseUnavailable
-
-    try:
+    def compute():  # -> the plan (review_app.services.planning.make_plan)
         with bar:
-            plan = make_plan(engine() if pilot else None, request, progress=progress)
-    except DatabaseUnavailable as error:
-        _fail(str(error), code=1)  # a fault of the machine, not of the arguments
-    except ServiceError as error:
-        _fail(str(error))
-    if as_json:
-        _print_json(plan.to_dict())
-        return
-    typer.echo(plan.summary())
+            return make_plan(engine() if pilot else None, request, progress=progress)
+
+    _report(compute, as_json=as_json, show=lambda plan: typer.echo(plan.summary()))

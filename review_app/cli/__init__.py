@@ -1,4 +1,11 @@
-"""The root ``medrev`` command: review study set-up, the app, the database, benchmarks and statistics."""
+"""The root ``medrev`` command: review study set-up, the app, the database, benchmarks and statistics.
+
+The package is review_app's command line: this module holds the root group and its own commands
+(``demo``, ``app``, ``db``); ``review_commands`` is ``medrev review``, ``stats_commands`` is
+``medrev stats`` and ``support`` what they share (the engine, one error path, JSON output). ``bench``
+is bench_core's group (``bench_core.cli``). The groups are imported only when run (``lazy_commands``),
+so ``medrev --help`` starts fast.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +16,15 @@ from typing import Annotated, ClassVar
 import typer
 
 from bench_core.cli import DEBUG_HELP, MedrevGroup, debug_option
-from review_app.cli_support import console, friendly_errors
+from review_app.cli.support import console, friendly_errors
 
 
 class Medrev(MedrevGroup):
     """The root group: ``review``, ``stats`` and ``bench`` are imported and built only when used (fast --help)."""
 
     lazy_commands: ClassVar[dict[str, tuple[str, str, str]]] = {
-        "review": ("review_app.review_cli", "app", "Set up and run a clinician review study."),
-        "stats": ("review_app.stats_cli", "app", "Agreement, harm model and Wilson proportions on CSV files."),
+        "review": ("review_app.cli.review_commands", "app", "Set up and run a clinician review study."),
+        "stats": ("review_app.cli.stats_commands", "app", "Agreement, harm model and Wilson proportions on CSV files."),
         "bench": ("bench_core.cli", "app", "Run benchmarks against model endpoints and report their metrics."),
     }
 

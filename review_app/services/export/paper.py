@@ -6,7 +6,7 @@ journals print them; see :mod:`review_app.analysis.formatting`), one caption sen
 table is and how it was computed (aggregation, weights, tie rule, references, N set aside), and the
 two files a lead downloads from it: the export's CSV table (full precision, the codebook's column
 names, the export's formula escaping) and the export's LaTeX table. The CSV and LaTeX come from the
-export builders (:mod:`review_app.services.export_tables`, :mod:`review_app.services.export_latex`),
+export builders (:mod:`review_app.services.export.analysis_tables`, :mod:`review_app.services.export.latex`),
 so a table downloaded from a page is the table the study export writes.
 """
 
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import pandas as pd
-from sqlalchemy import Engine
 
 from bench_core.medmisbench import taxonomy
 from review_app.analysis import OUTCOME_CLASSES
@@ -32,14 +31,14 @@ from review_app.analysis.formatting import (
     format_percent,
     format_proportion,
 )
-from review_app.analysis.harm_model import GIVEN, HarmModelResult
+from review_app.analysis.harm_model_result import GIVEN, HarmModelResult
 from review_app.analysis.rubric_b import AGGREGATIONS
 from review_app.rubrics import get_rubric
-from review_app.services import compute_workers, export_latex, export_tables, study_analysis
-from review_app.services.export_tables import AGGREGATION_LABELS, STRATUM_LABELS, Table
+from review_app.services.export import analysis_tables as export_tables
+from review_app.services.export import latex as export_latex
+from review_app.services.export.tables import AGGREGATION_LABELS, STRATUM_LABELS, Table, escape_csv_cell
 from review_app.services.judge_audit import JudgeAuditSummary
 from review_app.services.study_analysis import StudyAgreement, StudyAnalysis
-from review_app.services.study_cache import CACHE
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,7 +62,7 @@ class PaperTable:
         if self.csv is None:
             return None
         buffer = io.StringIO()
-        self.csv.frame.map(export_tables.escape_csv_cell).to_csv(buffer, index=False)
+        self.csv.frame.map(escape_csv_cell).to_csv(buffer, index=False)
         return buffer.getvalue().encode("utf-8")
 
 
@@ -121,48 +120,6 @@ def agreement_tables(result: StudyAgreement) -> list[PaperTable]:
             )
         )
     return tables
-
-
-@dataclass(frozen=True, eq=False)
-class AgreementPage:
-    """What the Agreement page shows for one choice of weights and minimum ratings: numbers and tables."""
-
-    result: StudyAgreement
-    tables: tuple[PaperTable, ...]
-
-
-def cached_agreement_page(
-    engine: Engine,
-    study_name: str,
-    *,
-    weights: str = study_analysis.AGREEMENT_WEIGHTS,
-    min_ratings: int = study_analysis.MIN_RATINGS,
-) -> AgreementPage:
-    """The study's agreement and its paper tables (CSV written), once per data version, shared by every session.
-
-    Built in the compute worker with the numbers: built in the app on every rerun, the tables and
-    their CSV files were 7 ms of Python per rerun at panel scale, time that reviewers' requests in the
-    same server wait for, and while reviewers submit every rerun is a new data version.
-    """
-    study_analysis.check_agreement_options(weights, min_ratings)
-    rubrics, version = study_analysis.rubrics_and_version(engine, study_name)
-
-    def compute(version: tuple[int, ...]) -> AgreementPage:
-        return compute_workers.run(engine, _agreement_page_job, study_name, version, rubrics, weights, int(min_ratings))
-
-    key = ("agreement_page", weights, int(min_ratings))
-    return CACHE.get(engine, study_name, key, compute, current_version=version)
-
-
-def _agreement_page_job(
-    engine: Engine, study_name: str, version: tuple[int, ...], rubrics: list[str], weights: str, min_ratings: int
-) -> AgreementPage:
-    """The Agreement page of the frame of ``version`` (a compute-worker job)."""
-    result = study_analysis.agreement_of_version(engine, study_name, version, rubrics, weights, min_ratings)
-    tables = tuple(agreement_tables(result))
-    for table in tables:
-        table.csv_bytes()  # written here: the file travels with the table (its cached property)
-    return AgreementPage(result, tables)
 
 
 def column_weights(weights: str) -> str:
