@@ -19,6 +19,7 @@ from review_app.rubrics import get_rubric
 from review_app.services import adjudication, export, progress, rating_comparison, review_queue, reviewing
 from review_app.services.accounts import get_user
 from review_app.services.actors import SYSTEM
+from review_app.services.study_analysis import PENDING_RULE
 
 from .conftest import sign_in
 
@@ -190,7 +191,7 @@ def test_export_follows_the_selected_study_and_states_pending_tasks(demo_db):
     manifest = _manifest(archive)
     assert manifest["study"]["name"] == DEMO_JUDGE_STUDY and manifest["study"]["rubrics"] == ["judge"]
     judge_pending = export.pending_tasks(demo_db, DEMO_JUDGE_STUDY, actor=SYSTEM)
-    assert manifest["pending"] == {"tasks": judge_pending, "excluded": False, "rule": export.PENDING_RULE}
+    assert manifest["pending"] == {"tasks": judge_pending, "excluded": False, "rule": PENDING_RULE}
     assert any("included with the ratings they have so far" in i.value for i in lead.info)
 
     next(s for s in lead.selectbox if s.label == "Study").set_value(DEMO_STUDY).run()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from review_app.demo import DEMO_STUDY
 from review_app.rubrics import get_rubric
-from review_app.services import priority, reviewing
+from review_app.services import priority, review_queue, reviewing
 from review_app.ui.components import analysis_cache
 
 from .conftest import sign_in
@@ -26,7 +26,7 @@ def _in_flight_when_called(monkeypatch, module, name: str) -> list[int]:
 
 def test_the_review_page_and_its_submit_run_as_a_reviewer_s_request(demo_db, monkeypatch):
     at = sign_in("rev01")
-    nexts = _in_flight_when_called(monkeypatch, reviewing, "next_assignment")
+    nexts = _in_flight_when_called(monkeypatch, review_queue, "next_assignment")
     submits = _in_flight_when_called(monkeypatch, reviewing, "submit")
     at.switch_page("views/review.py").run()
     assert not at.exception, at.exception
