@@ -11,6 +11,9 @@ Environment variables (documented in the README):
   locked for that many minutes.
 - ``MEDREV_LOCKOUT_ADDRESS_ATTEMPTS``: the same for failed sign-ins from one client address (50; a
   whole site may share one address).
+- ``MEDREV_TRUSTED_PROXIES``: the reverse proxies whose ``X-Forwarded-For`` names the client, as
+  addresses or CIDR networks separated by commas (default ``127.0.0.0/8,::1``: a proxy on this host).
+  From any other peer the header is ignored, since a client can send one of its own choosing.
 - ``MEDREV_SESSION_SECRET``: key that signs session cookies; every replica needs the same one.
   Falls back to ``STREAMLIT_SERVER_COOKIE_SECRET``, then to a key generated once and kept in the
   database (shared by replicas on one database).
@@ -27,6 +30,7 @@ Environment variables (documented in the README):
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from dataclasses import dataclass
@@ -34,6 +38,8 @@ from pathlib import Path
 
 PROJECT_FILE = "medrev.toml"
 _PROJECT_KEYS = ("database_url",)
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+LOOPBACK_NETWORKS: tuple[IPNetwork, ...] = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1"))
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class Settings:
     db_pool_size: int | None = None  # None: the backend's default (db.engine)
     db_max_overflow: int | None = None
     sqlite_checkpoints: str = "commit"  # or "background" (db.engine)
+    trusted_proxies: tuple[IPNetwork, ...] = LOOPBACK_NETWORKS
 
 
 SQLITE_CHECKPOINT_CHOICES = ("commit", "background")
@@ -156,6 +163,7 @@ def get_settings() -> Settings:
         db_pool_size=_optional_int("MEDREV_DB_POOL_SIZE"),
         db_max_overflow=_optional_int("MEDREV_DB_MAX_OVERFLOW", minimum=0),
         sqlite_checkpoints=_choice("MEDREV_SQLITE_CHECKPOINTS", SQLITE_CHECKPOINT_CHOICES),
+        trusted_proxies=_networks("MEDREV_TRUSTED_PROXIES", LOOPBACK_NETWORKS),
     )
 
 
@@ -167,3 +175,27 @@ def _choice(name: str, choices: tuple[str, ...]) -> str:
     if raw not in choices:
         raise ValueError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
     return raw
+
+
+def _networks(name: str, default: tuple[IPNetwork, ...]) -> tuple[IPNetwork, ...]:
+    """The variable's comma-separated addresses or CIDR networks (``default`` when unset), else a ValueError.
+
+    An address stands for itself (``/32``, ``/128``); a network written with host bits
+    (``10.0.0.5/24``) means the network, as nginx's ``set_real_ip_from`` reads it.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    if not items:
+        raise ValueError(f"{name} must list addresses or networks separated by commas, got {raw!r}")
+    networks = []
+    for item in items:
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ValueError(
+                f"{name} must list addresses or networks separated by commas (such as 127.0.0.1,10.0.0.0/24), "
+                f"got {item!r}"
+            ) from None
+    return tuple(networks)

@@ -5,17 +5,19 @@ of low-priority worker threads (:func:`hash_password` and the verification both 
 unknown usernames are verified against a dummy hash, so they cost the same as known ones; failed
 attempts are counted per username (existing or not) and per client address in short transactions
 after hashing, and the lock-out message is the same whether the account exists or not
-(docs/security.md, "Passwords and sign-in"). Accounts themselves (profiles, roles, who may change
-whom) are :mod:`review_app.services.accounts`.
+(docs/security.md, "Passwords and sign-in"). Which address a request counts against is
+:func:`client_key`: a forwarded address only from a configured proxy. Accounts themselves
+(profiles, roles, who may change whom) are :mod:`review_app.services.accounts`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TypeVar
@@ -26,7 +28,7 @@ from sqlalchemy import Engine, delete, text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
-from review_app.config import get_settings
+from review_app.config import IPNetwork, get_settings
 from review_app.db.engine import is_sqlite, read_only_reason, read_session, write_session
 from review_app.db.models import Reviewer, SigninThrottle, utcnow
 from review_app.services import audit
@@ -112,6 +114,44 @@ def user_throttle_key(username: str) -> str:
 
 def _address_key(client: str) -> str:
     return f"addr:{client[:150]}"
+
+
+LOCAL_CLIENT = "local"  # the key of a loopback peer that names no client (Streamlit reports loopback as None)
+_LOOPBACK = (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"))  # what a None peer may be
+
+
+def client_key(peer: str | None, forwarded_for: str | None, trusted_proxies: Iterable[IPNetwork]) -> str:
+    """The client address a request's failed sign-ins count against (and its session records).
+
+    ``peer`` is the connection's address and ``forwarded_for`` the request's ``X-Forwarded-For``.
+    Anyone may send that header, and on a hospital network every client is on a private address,
+    so it is believed only when the peer is one of ``trusted_proxies`` (``MEDREV_TRUSTED_PROXIES``);
+    even then only its last entry, the address that proxy saw and appended, since the entries
+    before it are the client's to choose. A last entry that is no address leaves the proxy's own
+    address: one bucket for everyone behind it, never one the client picks. Streamlit reports both
+    127.0.0.1 and ::1 as a None peer, so None is a proxy when either is listed.
+    """
+    networks = tuple(trusted_proxies)
+    if peer is None:
+        own, addresses = LOCAL_CLIENT, _LOOPBACK
+    else:
+        address = _ip(peer)
+        own, addresses = (peer, ()) if address is None else (str(address), (address,))
+    if not any(address in network for address in addresses for network in networks):
+        return own
+    forwarded = _ip((forwarded_for or "").split(",")[-1].strip())
+    return own if forwarded is None else str(forwarded)
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``text`` as an address (an IPv4 address seen through an IPv6 socket as IPv4), or None."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
 
 def _locked_message(minutes: float) -> str:

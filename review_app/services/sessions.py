@@ -17,6 +17,9 @@ a hash; the trade gives the session a fresh id, so the token the page held befor
 
 The signing key is ``MEDREV_SESSION_SECRET`` (or ``STREAMLIT_SERVER_COOKIE_SECRET``); without
 either, one is generated once and kept in the database, so every replica on one database agrees.
+
+Rows of sessions that expired or were revoked more than ``RETENTION`` ago are deleted when a new
+session starts (:func:`start`), among the ``PURGE_BATCH`` oldest at a time.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, delete, or_, update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from review_app.config import get_settings
 from review_app.db.engine import read_session, write_session
@@ -42,6 +45,16 @@ NONCE_SECONDS = 120
 _VERSION = "v1"
 _SECRET_NAME = "session_signing_key"
 _secrets: dict[str, bytes] = {}
+RETENTION = timedelta(days=30)
+"""How long a session's row outlives its end (expiry or revocation).
+
+The rows are the sign-in trail (who signed in, how, from which address, until when, when they signed
+out) that a question about an account's use looks at; a month of it answers such questions, and
+deleting it then keeps ``auth_session`` from growing with every sign-in for as long as a study runs.
+"""
+PURGE_BATCH = 500
+"""How many of the oldest rows a new session looks at for ended ones to delete: a backlog drains over
+a few sign-ins while each sign-in's write transaction stays a few milliseconds long."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +153,28 @@ def start(engine: Engine, user_id: int, *, via: str = "password", client: str = 
                 expires_at=expires_at,
             )
         )
+        _purge_ended(session, now - RETENTION)
     return _token(key, session_id, expires_at), nonce
+
+
+def _purge_ended(session: Session, cutoff: datetime) -> int:
+    """Delete those of the ``PURGE_BATCH`` oldest sessions that expired or were revoked before ``cutoff``.
+
+    Only the oldest rows are looked at (by id, through the primary key), so the cost stays the same
+    however many sessions the table holds; sessions end roughly in the order they started, so the
+    ended ones are there. A row that ended before the cutoff signs no one in (its token's expiry is
+    no later than the row's, and a token without its row is refused), so neither the live-session
+    count nor a revocation can depend on it. Returns how many rows went.
+    """
+    oldest = (
+        select(AuthSession.id, AuthSession.expires_at, AuthSession.revoked_at)
+        .order_by(AuthSession.id)
+        .limit(PURGE_BATCH)
+        .subquery()
+    )
+    ended = select(oldest.c.id).where(or_(oldest.c.expires_at < cutoff, oldest.c.revoked_at < cutoff))
+    purge = delete(AuthSession).where(AuthSession.id.in_(ended)).execution_options(synchronize_session=False)
+    return session.execute(purge).rowcount
 
 
 def redeem(engine: Engine, nonce: str) -> tuple[str, int] | None:

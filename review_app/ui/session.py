@@ -16,15 +16,15 @@ or by ``st.switch_page``, not only hidden from the navigation.
 from __future__ import annotations
 
 import gc
-import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlparse
 
 import streamlit as st
 
+from review_app.config import get_settings
 from review_app.db.connect import get_engine
 from review_app.db.errors import DatabaseReadOnly
-from review_app.services import accounts, sessions
+from review_app.services import accounts, authentication, sessions
 from review_app.services.actors import Actor
 from review_app.services.errors import NotFound
 from review_app.ui.components.text import plain
@@ -84,6 +84,17 @@ class CurrentUser(Actor):
     username: str = ""
     display_name: str = ""
     role: str = "reviewer"
+
+    @classmethod
+    def of(cls, account) -> CurrentUser:
+        """The actor for ``account`` (a ``Reviewer`` row) as of now: its session version included."""
+        return cls(
+            id=account.id,
+            session_version=account.session_version,
+            username=account.username,
+            display_name=account.display_name,
+            role=account.role,
+        )
 
     @property
     def is_lead(self) -> bool:
@@ -146,19 +157,9 @@ def _refresh_read_only() -> CurrentUser | None:
     if account is None or not account.active or account.session_version != held.session_version:
         _forget(None, "Your account changed or was deactivated: please sign in again.")
         return None
-    user = _current(account)
+    user = CurrentUser.of(account)
     st.session_state[_USER_KEY] = user
     return user
-
-
-def _current(account) -> CurrentUser:
-    return CurrentUser(
-        id=account.id,
-        session_version=account.session_version,
-        username=account.username,
-        display_name=account.display_name,
-        role=account.role,
-    )
 
 
 def _cookie() -> str | None:
@@ -198,10 +199,10 @@ def sign_in_as(user, *, via: str = "password") -> str:
     except DatabaseReadOnly:
         # Reading still works on a read-only database: sign in for this browser session only.
         st.session_state[_READ_ONLY_KEY] = True
-        st.session_state[_USER_KEY] = _current(user)
+        st.session_state[_USER_KEY] = CurrentUser.of(user)
         return ""
     st.session_state[_TOKEN_KEY] = token
-    st.session_state[_USER_KEY] = _current(user)
+    st.session_state[_USER_KEY] = CurrentUser.of(user)
     url = route_url("session", nonce=nonce, next=current_location())
     navigate(url)
     return url
@@ -285,28 +286,19 @@ def navigate(url: str) -> None:
     ctx.enqueue(message)
 
 
-def client_address() -> str | None:
-    """The client's network address, for per-address sign-in limits.
+def client_address() -> str:
+    """The client's network address, for per-address sign-in limits (``authentication.client_key``).
 
-    Streamlit reports the websocket peer (None for loopback). Behind a reverse proxy on this host
-    or a private network the peer is the proxy, so the address the proxy appended last to
-    ``X-Forwarded-For`` is used instead; a client cannot forge that entry, only the ones before it.
+    Streamlit reports the websocket peer (None for loopback); ``X-Forwarded-For`` counts only when
+    that peer is a proxy listed in ``MEDREV_TRUSTED_PROXIES``.
     """
     peer = st.context.ip_address
-    peer = peer if isinstance(peer, str) else None
     header = st.context.headers.get("X-Forwarded-For")
-    forwarded = [part.strip() for part in (header if isinstance(header, str) else "").split(",") if part.strip()]
-    trusted_peer = peer is None or _is_private(peer)
-    if forwarded and trusted_peer:
-        return forwarded[-1]
-    return peer or "local"
-
-
-def _is_private(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_private
-    except ValueError:
-        return False
+    return authentication.client_key(
+        peer if isinstance(peer, str) else None,  # AppTest's context hands out mocks
+        header if isinstance(header, str) else None,
+        get_settings().trusted_proxies,
+    )
 
 
 def flash(message: str, kind: str = "success") -> None:

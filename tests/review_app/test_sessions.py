@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import secrets
 from datetime import timedelta
 
 import pytest
 from sqlmodel import select
 
 from review_app.db.engine import read_session, write_session
-from review_app.db.models import AuthSession
+from review_app.db.models import AuthSession, utcnow
 from review_app.services import accounts, sessions
 from review_app.services.actors import SYSTEM
 
@@ -117,3 +118,68 @@ def test_replicas_share_the_generated_signing_key(ana, monkeypatch):
     token = _signed_in(engine, user)
     sessions._secrets.clear()  # what a second process starts with
     assert isinstance(sessions.resolve(engine, token), sessions.SessionUser)
+
+
+def _ended_session(engine, user, *, ended_days_ago: float, revoked: bool) -> int:
+    """A row that expired (or was revoked) ``ended_days_ago`` days ago; its id.
+
+    A revoked row would have lived 20 more days (a long ``MEDREV_SESSION_HOURS``), so only its
+    revocation can make it old enough to go.
+    """
+    ended = utcnow() - timedelta(days=ended_days_ago)
+    row = AuthSession(
+        token_hash=secrets.token_hex(32),
+        reviewer_id=user.id,
+        session_version=user.session_version,
+        client="10.0.0.1",
+        created_at=ended - timedelta(hours=2),
+        expires_at=ended + timedelta(days=20) if revoked else ended,
+        revoked_at=ended if revoked else None,
+    )
+    with write_session(engine) as session:
+        session.add(row)
+        session.flush()
+        return row.id
+
+
+def _row_ids(engine) -> set[int]:
+    with read_session(engine) as session:
+        return set(session.exec(select(AuthSession.id)).all())
+
+
+def test_sessions_ended_beyond_the_retention_period_are_deleted_when_one_starts(ana):
+    engine, user = ana
+    assert sessions.RETENTION.days == 30
+    live = _signed_in(engine, user)
+    signed_out = _signed_in(engine, user)
+    sessions.revoke(engine, signed_out)
+    kept = {
+        _ended_session(engine, user, ended_days_ago=29, revoked=False),
+        _ended_session(engine, user, ended_days_ago=29, revoked=True),
+    }
+    gone = {
+        _ended_session(engine, user, ended_days_ago=31, revoked=False),
+        _ended_session(engine, user, ended_days_ago=31, revoked=True),
+        _ended_session(engine, user, ended_days_ago=400, revoked=False),
+    }
+    before = _row_ids(engine)
+    assert gone < before and sessions.live_sessions(engine, user.id) == 1
+    fresh = _signed_in(engine, user)
+    after = _row_ids(engine)
+    assert not gone & after and kept < after and len(after) == len(before) - len(gone) + 1
+    assert sessions.live_sessions(engine, user.id) == 2
+    assert sessions.resolve(engine, signed_out) == sessions.Ended("You have signed out.")
+    for token in (live, fresh):
+        assert isinstance(sessions.resolve(engine, token), sessions.SessionUser)
+    assert sessions.revoke(engine, live) and sessions.live_sessions(engine, user.id) == 1
+
+
+def test_each_start_looks_at_a_bounded_batch_of_the_oldest_rows(ana, monkeypatch):
+    engine, user = ana
+    monkeypatch.setattr(sessions, "PURGE_BATCH", 2)
+    old = {_ended_session(engine, user, ended_days_ago=40 + day, revoked=day % 2 == 0) for day in range(5)}
+    sessions.start(engine, user.id)
+    assert len(old & _row_ids(engine)) == 3
+    sessions.start(engine, user.id)
+    sessions.start(engine, user.id)
+    assert not old & _row_ids(engine) and len(_row_ids(engine)) == 3  # the three new sessions

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import select
 
+from review_app.config import get_settings
 from review_app.db.engine import is_sqlite, read_session
 from review_app.db.models import Annotation, Assignment
 from review_app.rubrics import RUBRIC_A, ScoreSheet
@@ -128,6 +129,22 @@ def test_failed_attempts_are_limited_per_client_address(ana, monkeypatch):
     with pytest.raises(authentication.SigninThrottled):
         authentication.authenticate(engine, "ana", PASSWORD, client="203.0.113.9")
     assert authentication.authenticate(engine, "ana", PASSWORD, client="198.51.100.7") is not None
+
+
+def test_a_forged_forwarded_for_from_a_direct_client_shares_its_address_limit(ana, monkeypatch):
+    """A client on the hospital network, connecting without the proxy, gets no fresh count per header."""
+    engine = ana
+    monkeypatch.setenv("MEDREV_LOCKOUT_ADDRESS_ATTEMPTS", "4")
+    monkeypatch.delenv("MEDREV_TRUSTED_PROXIES", raising=False)
+    trusted = get_settings().trusted_proxies  # the default: a proxy on this host only
+    for number in range(3):
+        client = authentication.client_key("10.20.30.40", f"203.0.113.{number}", trusted)
+        assert authentication.authenticate(engine, f"guess{number}", "wrong password", client=client) is None
+    with pytest.raises(authentication.SigninThrottled):
+        client = authentication.client_key("10.20.30.40", "198.51.100.99", trusted)
+        authentication.authenticate(engine, "guess3", "wrong password", client=client)
+    behind_proxy = authentication.client_key(None, "10.20.30.40, 10.20.30.41", trusted)
+    assert authentication.authenticate(engine, "ana", PASSWORD, client=behind_proxy) is not None
 
 
 def test_a_success_resets_the_usernames_failures(ana, monkeypatch):
