@@ -12,16 +12,16 @@ and asserts, per case:
   (a refused command writes nothing and leaves no directory behind); ``state`` adds another comparison,
   e.g. a database's row counts.
 
-Usage (see tests/bad_inputs/test_bench_bad_inputs.py)::
+Usage (see tests/bad_inputs/test_bench_medmisbench.py)::
 
-    from tests.bad_inputs.corpus import Case, check, write
+    from tests.bad_inputs.corpus import Case, check, parametrize, write
 
     CASES = [
         Case("latin1-row", lambda w: ["bench", "run", "medmisbench", "--data", write(w / "a.jsonl", b"..."), ...],
              mentions=("a.jsonl:2", "UTF-8")),
     ]
 
-    @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+    @parametrize(CASES)
     def test_refused(case, tmp_path):
         check(case, tmp_path)
 """
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 INPUT = 2
@@ -66,6 +67,11 @@ class Outcome:
     @property
     def output(self) -> str:
         return self.stdout + self.stderr
+
+
+def parametrize(cases: list[Case]) -> pytest.MarkDecorator:
+    """A test over ``cases`` (its argument ``case``), each run named by its case."""
+    return pytest.mark.parametrize("case", cases, ids=[case.name for case in cases])
 
 
 def write(path: Path, content: bytes | str | Iterable[dict[str, Any]]) -> str:
@@ -109,7 +115,13 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, stdin: str | None
 
 
 def check(case: Case, tmp_path: Path) -> Outcome:
-    """Build the case, run it, and assert a clean refusal (see the module docstring); the outcome."""
+    """Build the case, run it, and assert a clean refusal (see the module docstring); the outcome.
+
+    A case whose command needs an optional module that is not installed is skipped: without the extra the
+    command stops at that, before it reads the input under test.
+    """
+    for module in case.needs:
+        pytest.importorskip(module, reason=f"{case.name} needs {module} (an optional extra) to reach the input")
     work = tmp_path / "work"
     work.mkdir()
     home = tmp_path / "home"
