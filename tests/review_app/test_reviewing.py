@@ -240,41 +240,31 @@ def test_submit_refuses_a_vector_that_differs_from_the_draft(setup):
         reviewing.change_draft(
             engine, aid, ana.id, _change(source="p", seq=seq, scores={key: value}), seconds_on_task=10.0 * seq
         )
+
+    def submit(scores: dict, expected: dict, **options) -> reviewing.SubmitResult:
+        """Submit ``scores`` as the sheet, ``expected`` as the vector the screen showed."""
+        sheet = ScoreSheet(rubric="B", scores=scores)
+        return reviewing.submit(
+            engine, aid, ana.id, sheet, client_token="tok", base_revision=0, expected_scores=expected, **options
+        )
+
     # The screen showed the scores shifted by one dimension (the failure this check exists for).
     shifted = dict(zip(RUBRIC_B.dimension_keys, [1, 2, 0, 0], strict=True))
-    sheet = ScoreSheet(rubric="B", scores=shifted)
     with pytest.raises(ScoresDiffer) as refused:
-        reviewing.submit(engine, aid, ana.id, sheet, client_token="tok", base_revision=0, expected_scores=shifted)
+        submit(shifted, shifted)
     message = str(refused.value)
     assert isinstance(refused.value, ServiceError)
     assert "Final-answer correctness: screen 1, saved 0" in message and "Harm potential" not in message
     # One dimension missing on the screen but saved (or the reverse) is a difference too.
     partial = saved | {"harm_potential": None}
     with pytest.raises(ScoresDiffer, match="Harm potential: screen none, saved 0"):
-        reviewing.submit(
-            engine,
-            aid,
-            ana.id,
-            ScoreSheet(rubric="B", scores=saved),
-            client_token="tok",
-            base_revision=0,
-            expected_scores=partial,
-        )
+        submit(saved, partial)
     # The sheet itself must be the vector shown.
     with pytest.raises(ScoresDiffer, match="not the scores on your screen"):
-        reviewing.submit(engine, aid, ana.id, sheet, client_token="tok", base_revision=0, expected_scores=saved)
+        submit(shifted, saved)
     assert _stored_scores(engine, aid) == {}
     assert reviewing.open_task(engine, aid, ana.id).draft["scores"] == saved  # nothing lost either
-    result = reviewing.submit(
-        engine,
-        aid,
-        ana.id,
-        ScoreSheet(rubric="B", scores=saved),
-        client_token="tok",
-        base_revision=0,
-        seconds_on_task=None,
-        expected_scores=saved,
-    )
+    result = submit(saved, saved, seconds_on_task=None)
     assert result.created and _stored_scores(engine, aid) == {(1, k): v for k, v in saved.items()}
     with read_session(engine) as session:
         assert session.get(Annotation, result.annotation_id).seconds_on_task == 40.0  # the draft's time
@@ -285,19 +275,12 @@ def test_submit_of_an_unchanged_edit_checks_against_the_revision_in_force(setup)
     aid = review_queue.next_assignment(engine, ana.id, rubric="A")
     reviewing.submit(engine, aid, ana.id, SHEET_A, client_token="first", base_revision=0)
     same = dict(SHEET_A.scores)
-    with pytest.raises(ScoresDiffer):
-        reviewing.submit(
-            engine,
-            aid,
-            ana.id,
-            SHEET_A,
-            client_token="again",
-            base_revision=1,
-            expected_scores=same | {"base_validity": 1},
+
+    def again(expected: dict) -> reviewing.SubmitResult:
+        return reviewing.submit(
+            engine, aid, ana.id, SHEET_A, client_token="again", base_revision=1, expected_scores=expected
         )
-    assert (
-        reviewing.submit(
-            engine, aid, ana.id, SHEET_A, client_token="again", base_revision=1, expected_scores=same
-        ).revision
-        == 2
-    )
+
+    with pytest.raises(ScoresDiffer):
+        again(same | {"base_validity": 1})
+    assert again(same).revision == 2

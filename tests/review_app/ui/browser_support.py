@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 from sqlalchemy import func
 from sqlmodel import select
 
+from review_app.db.connect import dispose_engines
 from review_app.db.engine import read_session
 from review_app.db.models import Annotation, AnnotationScore
 from review_app.demo import demo_password
@@ -38,6 +42,21 @@ ARGS = [
 ]
 ROOT = Path(__file__).resolve().parents[3]
 SHOTS = Path(os.environ.get("MEDREV_ARTEFACTS", ROOT / "artefacts")) / "screenshots"
+LAPTOP = {"width": 1366, "height": 768}  # a hospital laptop
+# Every lead page, by its link in the navigation (the order of ``PAGES`` in review_app/ui/app.py).
+LEAD_PAGES = (
+    "Progress",
+    "Agreement",
+    "Flags",
+    "Adjudication",
+    "Analysis",
+    "Export",
+    "Study set-up",
+    "Import",
+    "Reviewers",
+    "Plan",
+    "Reviewers' quality",
+)
 
 
 def free_port() -> int:
@@ -90,6 +109,49 @@ def start_app(
     base = f"http://127.0.0.1:{port}{path}"
     wait_healthy(base, process, log)
     return process, base
+
+
+@contextmanager
+def demo_app(
+    demo_template: Path, tmp_path: Path, prepare: Callable[[str], None] | None = None
+) -> Iterator[tuple[str, str]]:
+    """`medrev app` on a private copy of the demo database, which ``prepare(url)`` may change first.
+
+    Yields (base URL, database URL); the app is stopped and this process's engines disposed afterwards,
+    so every test starts from the seeded demo and leaves no connection behind.
+    """
+    db = tmp_path / "demo.db"
+    shutil.copyfile(demo_template, db)
+    url = f"sqlite:///{db}"
+    if prepare is not None:
+        prepare(url)
+    process, base = start_app(url, tmp_path)
+    try:
+        yield base, url
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        dispose_engines()
+
+
+def open_page(browser, viewport: dict[str, int] = LAPTOP, *, timeout: int = 20_000, **options):
+    """A page in a browser context of its own, as a new browser session (``page.context.close()`` ends it).
+
+    ``options`` go to ``browser.new_context`` (e.g. ``accept_downloads``, ``device_scale_factor``).
+    """
+    page = browser.new_context(viewport=viewport, **options).new_page()
+    page.set_default_timeout(timeout)
+    return page
+
+
+@contextmanager
+def own_page(browser, viewport: dict[str, int] = LAPTOP, *, timeout: int = 20_000, **options) -> Iterator:
+    """:func:`open_page` for the length of a ``with`` block: its context is closed also when the block fails."""
+    page = open_page(browser, viewport, timeout=timeout, **options)
+    try:
+        yield page
+    finally:
+        page.context.close()
 
 
 def shot(page, name: str) -> None:

@@ -34,7 +34,17 @@ from review_app.rubrics import get_rubric
 from review_app.services import adjudication
 from review_app.services.actors import SYSTEM
 
-from .browser_support import SHOTS, expect, panel, stored_scores, wait_idle
+from .browser_support import (
+    LAPTOP,
+    LEAD_PAGES,
+    SHOTS,
+    expect,
+    open_page,
+    own_page,
+    panel,
+    stored_scores,
+    wait_idle,
+)
 from .table_support import prepare_lead_pages
 from .test_browser import server  # noqa: F401  (the `medrev app` fixture)
 
@@ -44,22 +54,8 @@ AXE = VENDOR / "axe.min.js"
 AXE_VERSION = "4.14.1"
 AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"
 WCAG_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
-LAPTOP = {"width": 1366, "height": 768}
-ZOOMED = {"width": 683, "height": 384}  # 1366x768 at 200% browser zoom
+ZOOMED = {"width": LAPTOP["width"] // 2, "height": LAPTOP["height"] // 2}  # 1366x768 at 200% browser zoom
 FOLDER = SHOTS / "accessibility"
-LEAD_PAGES = (
-    "Progress",
-    "Agreement",
-    "Flags",
-    "Adjudication",
-    "Analysis",
-    "Export",
-    "Study set-up",
-    "Import",
-    "Reviewers",
-    "Plan",
-    "Reviewers' quality",
-)
 JUDGE_PAGES = ("Agreement", "Adjudication", "Analysis", "Reviewers' quality")  # drawn per rubric
 STILL_COMPUTING = ("Computing severity", "Checking reviewer quality", "Computing the study")
 
@@ -247,9 +243,7 @@ def test_axe_finds_no_serious_violation_on_any_page(server, browser):  # noqa: F
     tasks = {rubric: _task_of(engine, "rev01", rubric) for rubric in ("A", "B", "judge")}
     assert all(tasks.values()), tasks
 
-    context = browser.new_context(viewport=LAPTOP)
-    page = context.new_page()
-    page.set_default_timeout(60_000)
+    page = open_page(browser, timeout=60_000)
     page.goto(base)
     expect(page.get_by_role("textbox", name="Username")).to_be_visible()
     _audit(page, "sign-in", found)
@@ -275,11 +269,9 @@ def test_axe_finds_no_serious_violation_on_any_page(server, browser):  # noqa: F
     page.get_by_role("button", name="Flag for lead").click()
     expect(page.get_by_role("dialog", name="Flag for lead")).to_be_visible()
     _audit(page, "review, the flag dialog open", found)
-    context.close()
+    page.context.close()
 
-    context = browser.new_context(viewport=LAPTOP)
-    page = context.new_page()
-    page.set_default_timeout(60_000)
+    page = open_page(browser, timeout=60_000)
     page.goto(base)
     page.get_by_role("textbox", name="Username").fill("lead01")
     page.get_by_role("textbox", name="Password").fill(demo_password("lead01"))
@@ -302,7 +294,7 @@ def test_axe_finds_no_serious_violation_on_any_page(server, browser):  # noqa: F
             if name == "Adjudication":  # the raters' table has its column headers
                 ratings = page.locator("[data-testid='stTable']").last
                 expect(ratings.get_by_role("columnheader").first).to_be_visible()
-    context.close()
+    page.context.close()
     assert not any(found.values()), _report(found)
 
 
@@ -310,10 +302,7 @@ def test_axe_finds_no_serious_violation_on_any_page(server, browser):  # noqa: F
 def test_a_reviewer_signs_in_reads_scores_flags_and_submits_with_the_keyboard_alone(server, browser):  # noqa: F811
     """Tab, Shift+Tab, Enter, Space, the arrow keys, the score keys and Ctrl+Enter: no mouse at all."""
     base, engine = server
-    context = browser.new_context(viewport=LAPTOP)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
+    with own_page(browser, timeout=30_000) as page:
         _keyboard_sign_in(page, base, "rev01")
         # The queue opens on its next-task button; Enter opens the task.
         expect(page.get_by_role("button", name="Start next task")).to_be_focused()
@@ -408,18 +397,13 @@ def test_a_reviewer_signs_in_reads_scores_flags_and_submits_with_the_keyboard_al
         assert stored_scores(engine, second) == {"final_correctness": 2, **dict.fromkeys(rubric.dimension_keys[1:], 0)}
         FOLDER.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(FOLDER / "keyboard-reviewer-next-task.png"))
-    finally:
-        context.close()
 
 
 @pytest.mark.browser
 def test_a_lead_adjudicates_with_the_keyboard_alone(server, browser):  # noqa: F811
     """From sign-in to a recorded decision, the focus then on its confirmation."""
     base, engine = server
-    context = browser.new_context(viewport=LAPTOP)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
+    with own_page(browser, timeout=30_000) as page:
         _keyboard_sign_in(page, base, "lead01")
         _tab_until(page, lambda f: f["name"].strip().endswith("Adjudication"), where="the navigation")
         page.keyboard.press("Enter")
@@ -463,22 +447,17 @@ def test_a_lead_adjudicates_with_the_keyboard_alone(server, browser):  # noqa: F
         assert adjudication.adjudication_view(engine, task_id, actor=SYSTEM).latest is not None
         FOLDER.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(FOLDER / "keyboard-lead-recorded.png"))
-    finally:
-        context.close()
 
 
 @pytest.mark.browser
 def test_the_review_page_at_200_percent_zoom_needs_no_sideways_scrolling(server, browser):  # noqa: F811
     """683x384 CSS pixels (1366x768 at 200%): the material in view, Submit reached, nothing wider than the window."""
     base, _engine = server
-    context = browser.new_context(viewport=ZOOMED, device_scale_factor=2)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
     wide = (
         "() => [document.scrollingElement, document.querySelector(\"[data-testid='stMain']\")]"
         ".map((el) => el.scrollWidth - el.clientWidth)"
     )
-    try:
+    with own_page(browser, ZOOMED, timeout=30_000, device_scale_factor=2) as page:
         _keyboard_sign_in(page, base, "rev01", path="/review")
         expect(panel(page)).to_have_count(1)
         wait_idle(page)
@@ -494,5 +473,3 @@ def test_the_review_page_at_200_percent_zoom_needs_no_sideways_scrolling(server,
         assert submit["x"] >= 0 and submit["x"] + submit["width"] <= ZOOMED["width"]
         assert page.evaluate(wide) == [0, 0]
         page.screenshot(path=str(FOLDER / "review-200-percent-submit.png"))
-    finally:
-        context.close()

@@ -14,6 +14,7 @@ from review_app.services import review_queue, reviewing
 from review_app.services.actors import SYSTEM
 
 from .conftest import APP, sign_in, walk_text
+from .markup_support import markup_assignment
 from .panel_support import Panel, panel
 
 
@@ -26,6 +27,12 @@ def _open_review(at, rubric: str | None = None):
     at.switch_page("views/review.py").run()
     assert not at.exception, at.exception
     return at, aid
+
+
+def _rev01_reviewing() -> tuple[AppTest, int, Panel]:
+    """rev01 signed in on the review page of the next task: (session, assignment id, its score panel)."""
+    at, aid = _open_review(sign_in("rev01"))
+    return at, aid, Panel(at)
 
 
 def _engine():
@@ -83,7 +90,7 @@ def test_lead_sees_lead_pages(demo_db):
 def test_queue_and_scoring_rubric_a_then_b(demo_db):
     at = sign_in("rev01")
     table = at.dataframe[0].value
-    # the 45-item demo pool (issue 18: a harm model with finite SEs) and the unit shared with rev02
+    # the 45-item demo pool (a harm model with finite SEs) and the unit shared with rev02
     assert list(table["To do"]) == [9, 9, 2]
     assert list(table["Rubric"]) == [get_rubric(k).name for k in ("A", "B", "judge")]
     at, aid = _open_review(at)
@@ -111,8 +118,7 @@ def test_queue_and_scoring_rubric_a_then_b(demo_db):
 
 
 def test_incomplete_scores_are_not_submitted(demo_db):
-    at, aid = _open_review(sign_in("rev01"))
-    keys = Panel(at)
+    at, aid, keys = _rev01_reviewing()
     keys.score("base_validity", 2)
     keys.submit()
     assert not at.exception
@@ -122,8 +128,7 @@ def test_incomplete_scores_are_not_submitted(demo_db):
 
 def test_panel_events_land_on_the_dimension_they_name(demo_db):
     """Keys typed faster than the page reruns arrive together, each naming its dimension."""
-    at, aid = _open_review(sign_in("rev01"))
-    keys = Panel(at)
+    at, aid, keys = _rev01_reviewing()
     first = keys.data
     rubric = get_rubric("A")
     typed = dict(zip(rubric.dimension_keys, [2, 1, 2, 2, 0], strict=True))
@@ -154,8 +159,7 @@ def test_an_answered_submit_still_sent_moves_on_only_while_the_address_names_its
     then every run still carries it, and the server tells a lost answer from a browser that moved on."""
     from review_app.ui.components.scoring import PANEL_KEY
 
-    at, aid = _open_review(sign_in("rev01"))
-    keys = Panel(at)
+    at, aid, keys = _rev01_reviewing()
     keys.score_all(dict.fromkeys(get_rubric("A").dimension_keys, 2))
     keys.submit()
     carried = list(keys.sent)  # the browser's state until its next event: the submit is in it
@@ -180,8 +184,7 @@ def test_an_answered_submit_still_sent_moves_on_only_while_the_address_names_its
 
 
 def test_submit_of_a_vector_the_server_does_not_have_is_refused_next_to_submit(demo_db):
-    at, aid = _open_review(sign_in("rev01"))
-    keys = Panel(at)
+    at, aid, keys = _rev01_reviewing()
     keys.score_all(dict.fromkeys(get_rubric("A").dimension_keys, 2))
     shifted = dict.fromkeys(get_rubric("A").dimension_keys, 2) | {"falsehood_clarity": 1}
     keys.submit(shifted)
@@ -197,8 +200,7 @@ def test_submit_of_a_vector_the_server_does_not_have_is_refused_next_to_submit(d
 
 
 def test_draft_is_restored_in_a_new_session(demo_db):
-    at, aid = _open_review(sign_in("rev01"))
-    keys = Panel(at)
+    _at, aid, keys = _rev01_reviewing()
     keys.score("base_validity", 1)
     keys.score("falsehood_clarity", 0)
     keys.comment("half way")
@@ -224,8 +226,7 @@ def test_submit_from_two_windows_creates_one_annotation(demo_db):
 
 
 def test_edit_creates_a_new_revision(demo_db):
-    at, aid = _open_review(sign_in("rev01"))
-    keys = Panel(at)
+    at, aid, keys = _rev01_reviewing()
     keys.score_all(dict.fromkeys(get_rubric("A").dimension_keys, 2))
     keys.submit()
     at.switch_page("views/queue.py").run()
@@ -242,8 +243,7 @@ def test_edit_creates_a_new_revision(demo_db):
 
 
 def test_locked_task_shows_read_only_scores(demo_db):
-    at, aid = _open_review(sign_in("rev01"))
-    keys = Panel(at)
+    at, aid, keys = _rev01_reviewing()
     keys.score_all(dict.fromkeys(get_rubric("A").dimension_keys, 1))
     keys.submit()
     user = at.session_state["medrev_user"]
@@ -295,20 +295,7 @@ def test_other_reviewers_scores_and_model_identity_never_reach_the_page(demo_db)
 
 
 def test_model_output_is_rendered_inert(demo_db):
-    from review_app.services import assignment, studies
-
-    with read_session(demo_db) as session:
-        response = session.exec(select(ModelResponse).where(ModelResponse.response_text.contains("<script>"))).one()
-    # A study whose pool holds every type1 response of that model, so the markup response is in it.
-    studies.create_study(demo_db, "inert", rubrics=["B"], actor=SYSTEM)
-    quota = studies.parse_quota(f"model={response.model}:1")
-    studies.draw_pool(demo_db, "inert", 47, quotas=[quota], seed=1, actor=SYSTEM)
-    assignment.enrol(demo_db, "inert", ["rev01"], actor=SYSTEM)
-    assignment.assign(demo_db, "inert", raters=1, actor=SYSTEM)
-    with read_session(demo_db) as session:
-        aid = session.exec(
-            select(Assignment.id).join(Task, Task.id == Assignment.task_id).where(Task.response_id == response.id)
-        ).one()
+    aid = markup_assignment(demo_db)
     at = sign_in("rev01")
     at.query_params["task"] = str(aid)
     at.switch_page("views/review.py").run()

@@ -8,17 +8,15 @@ from __future__ import annotations
 import json
 import random
 import re
-import shutil
 
 import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from review_app.db.connect import dispose_engines, get_engine
+from review_app.db.connect import get_engine
 from review_app.db.engine import read_session
-from review_app.db.models import Annotation, Assignment, Draft, ModelResponse, Task
-from review_app.services import assignment, studies
-from review_app.services.actors import SYSTEM
+from review_app.db.models import Annotation, Assignment, Draft, Task
+from review_app.services import studies
 
 from .browser_support import (
     A_DIMENSIONS,
@@ -26,17 +24,20 @@ from .browser_support import (
     annotations,
     choose,
     current_task,
+    demo_app,
     dimension,
     expect,
+    open_page,
+    own_page,
     panel,
     shot,
     shown_task,
     sign_in,
-    start_app,
     start_next_task,
     stored_scores,
     wait_idle,
 )
+from .markup_support import markup_assignment
 from .panel_support import judge_assignment
 
 pytestmark = pytest.mark.browser
@@ -45,16 +46,8 @@ pytestmark = pytest.mark.browser
 @pytest.fixture
 def server(demo_template, tmp_path):
     """`medrev app` on a private copy of the demo database; yields (base URL, engine)."""
-    db = tmp_path / "demo.db"
-    shutil.copyfile(demo_template, db)
-    url = f"sqlite:///{db}"
-    process, base = start_app(url, tmp_path)
-    try:
+    with demo_app(demo_template, tmp_path) as (base, url):
         yield base, get_engine(url)
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-        dispose_engines()
 
 
 def test_reviewer_journey_mouse_keyboard_and_reload(server, page):
@@ -217,18 +210,7 @@ def test_lead_imports_a_file_and_assigns_raters(server, page, tmp_path):
 
 def test_model_output_cannot_run_scripts_or_load_remote_content(server, page):
     base, engine = server
-    with read_session(engine) as session:
-        response = session.exec(select(ModelResponse).where(ModelResponse.response_text.contains("<script>"))).one()
-    studies.create_study(engine, "inert", rubrics=["B"], actor=SYSTEM)
-    studies.draw_pool(
-        engine, "inert", 47, quotas=[studies.parse_quota(f"model={response.model}:1")], seed=1, actor=SYSTEM
-    )
-    assignment.enrol(engine, "inert", ["rev01"], actor=SYSTEM)
-    assignment.assign(engine, "inert", raters=1, actor=SYSTEM)
-    with read_session(engine) as session:
-        aid = session.exec(
-            select(Assignment.id).join(Task, Task.id == Assignment.task_id).where(Task.response_id == response.id)
-        ).one()
+    aid = markup_assignment(engine)
     dialogs, remote = [], []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.on("request", lambda r: remote.append(r.url) if "example.invalid" in r.url else None)
@@ -288,10 +270,7 @@ def _inside(inner: dict, outer: dict) -> bool:
 def test_review_page_fits_a_1366x768_laptop(server, browser):
     """Response start and Submit on screen without scrolling; the active dimension in view; a new task at its top."""
     base, engine = server
-    context = browser.new_context(viewport={"width": 1366, "height": 768})
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    try:
+    with own_page(browser) as page:
         sign_in(page, base, "rev01", path="/review")
         expect(page.get_by_text("Rubric A: item validation")).to_be_visible()
         expect(page.get_by_role("button", name="Submit")).to_be_visible()  # the panel's code has run
@@ -341,8 +320,6 @@ def test_review_page_fits_a_1366x768_laptop(server, browser):
         assert 0 <= b["response"]["top"] < 200 and _inside(b["submit"], screen)
         assert _inside(b["active"], b["scores"])
         shot(page, "09-layout-1366x768-rubric-b")
-    finally:
-        context.close()
 
 
 def test_judge_audit_keys_follow_the_scale_positions(server, page):
@@ -365,9 +342,7 @@ def test_submit_is_refused_next_to_submit_when_the_screen_is_not_the_saved_draft
     base, engine = server
     pages = []
     for _ in range(2):
-        context = browser.new_context(viewport={"width": 1366, "height": 768})
-        page = context.new_page()
-        page.set_default_timeout(20_000)
+        page = open_page(browser)
         sign_in(page, base, "rev01", path="/review")
         wait_idle(page)
         pages.append(page)

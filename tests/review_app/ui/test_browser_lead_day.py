@@ -1,4 +1,4 @@
-"""The study lead's day in a real browser (issue 18), at 1366x768 like a hospital laptop.
+"""The study lead's day in a real browser, at 1366x768 like a hospital laptop.
 
 A reviewer flags a task and scores it; a second reviewer scores the same task, differing on one
 dimension; the lead sees the flag on the Flags page and resolves it, adjudicates only the
@@ -20,11 +20,20 @@ from review_app.db.models import Adjudication, Assignment, AuditEvent, TaskFlag
 from review_app.demo import DEMO_JUDGE_STUDY, DEMO_STUDY
 from review_app.rubrics import get_rubric
 
-from .browser_support import A_DIMENSIONS, expect, panel, shot, shown_task, sign_in, stored_scores, wait_idle
+from .browser_support import (
+    A_DIMENSIONS,
+    expect,
+    open_page,
+    panel,
+    shot,
+    shown_task,
+    sign_in,
+    stored_scores,
+    wait_idle,
+)
 from .test_browser import server  # noqa: F401  (the `medrev app` fixture)
 
 pytestmark = pytest.mark.browser
-LAPTOP = {"width": 1366, "height": 768}
 
 
 def _pick(page, label: str, option: str) -> None:
@@ -37,6 +46,16 @@ def _pick(page, label: str, option: str) -> None:
     box.click()
     page.get_by_role("option", name=option, exact=True).click()
     wait_idle(page)
+
+
+def _on_first_task(browser, base: str, username: str) -> tuple:
+    """``username`` signed in, in a browser session of their own, on the first task of their queue
+    (Rubric A in the demo): (page, assignment id)."""
+    page = open_page(browser)
+    sign_in(page, base, username, "/review")
+    expect(page.get_by_text("Rubric A: item validation")).to_be_visible()
+    wait_idle(page)
+    return page, shown_task(page)
 
 
 def _score_by_keys(page, aid: int, keys: str) -> None:
@@ -79,12 +98,7 @@ def test_flag_disagree_adjudicate_and_export_the_right_study(server, browser):  
     last = rubric.dimensions[-1]
 
     # 1. rev01 flags the first task (shared with rev02), then scores it 2 on every dimension.
-    first = browser.new_context(viewport=LAPTOP).new_page()
-    first.set_default_timeout(20_000)
-    sign_in(first, base, "rev01", "/review")
-    expect(first.get_by_text("Rubric A: item validation")).to_be_visible()
-    wait_idle(first)
-    aid1 = shown_task(first)
+    first, aid1 = _on_first_task(browser, base, "rev01")
     first.get_by_role("button", name="Flag for lead").click()
     first.get_by_text("the item", exact=True).click()
     first.get_by_role("textbox", name="Comment for the lead").fill("Option C is also defensible.")
@@ -100,12 +114,7 @@ def test_flag_disagree_adjudicate_and_export_the_right_study(server, browser):  
     first.context.close()
 
     # 2. rev02 opens the same task first in their queue and differs on the last dimension only.
-    second = browser.new_context(viewport=LAPTOP).new_page()
-    second.set_default_timeout(20_000)
-    sign_in(second, base, "rev02", "/review")
-    expect(second.get_by_text("Rubric A: item validation")).to_be_visible()
-    wait_idle(second)
-    aid2 = shown_task(second)
+    second, aid2 = _on_first_task(browser, base, "rev02")
     task = _task_of(engine, aid1)
     assert _task_of(engine, aid2) == task
 
@@ -114,8 +123,7 @@ def test_flag_disagree_adjudicate_and_export_the_right_study(server, browser):  
     second.context.close()
 
     # 3. The lead sees the flag and resolves it.
-    lead = browser.new_context(viewport=LAPTOP, accept_downloads=True).new_page()
-    lead.set_default_timeout(30_000)
+    lead = open_page(browser, timeout=30_000, accept_downloads=True)
     sign_in(lead, base, "lead01")
     lead.get_by_role("link", name="Flags").click()
     _pick(lead, "Study", DEMO_STUDY)

@@ -5,7 +5,6 @@ those names show literally. Every request is recorded with ``page.on("request")`
 
 from __future__ import annotations
 
-import shutil
 from urllib.parse import urlsplit
 
 import pytest
@@ -15,17 +14,15 @@ from review_app.db.connect import dispose_engines, get_engine
 from review_app.db.engine import write_session
 from review_app.demo import DEMO_JUDGE_STUDY
 
-from .browser_support import expect, shot, sign_in, start_app, wait_idle
+from .browser_support import demo_app, expect, open_page, shot, sign_in, wait_idle
 from .test_names_as_text import HOSTILE_NAME, HOSTILE_STUDY, rename
 
 pytestmark = pytest.mark.browser
+DESKTOP = {"width": 1440, "height": 900}
 
 
-@pytest.fixture
-def hostile_server(demo_template, tmp_path):
-    db = tmp_path / "demo.db"
-    shutil.copyfile(demo_template, db)
-    url = f"sqlite:///{db}"
+def _make_hostile(url: str) -> None:
+    """Give two demo accounts and both demo studies names with Markdown images, HTML images and links."""
     engine = get_engine(url)
     rename(engine)
     with write_session(engine) as session:  # the lead pages open on the newest study: make it hostile too
@@ -35,12 +32,12 @@ def hostile_server(demo_template, tmp_path):
             )
         )
     dispose_engines()
-    process, base = start_app(url, tmp_path)
-    try:
+
+
+@pytest.fixture
+def hostile_server(demo_template, tmp_path):
+    with demo_app(demo_template, tmp_path, prepare=_make_hostile) as (base, _url):
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
 
 
 def _recorded(page) -> list[str]:
@@ -62,8 +59,7 @@ def _assert_inert(page) -> None:
 
 def test_pages_load_nothing_from_other_hosts_and_show_names_literally(hostile_server, browser):
     base = hostile_server
-    reviewer = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
-    reviewer.set_default_timeout(20_000)
+    reviewer = open_page(browser, DESKTOP)
     requests = _recorded(reviewer)
     reviewer.goto(base)
     expect(reviewer.get_by_role("button", name="Sign in")).to_be_visible()
@@ -80,8 +76,7 @@ def test_pages_load_nothing_from_other_hosts_and_show_names_literally(hostile_se
     shot(reviewer, "40-hostile-names-review")
     assert _off_machine(requests, base) == []
 
-    lead = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
-    lead.set_default_timeout(20_000)
+    lead = open_page(browser, DESKTOP)
     lead_requests = _recorded(lead)
     sign_in(lead, base, "lead01", "/lead_reviewers")
     expect(lead.get_by_text("Enrolment in Study ![pixel](http", exact=False)).to_be_visible()

@@ -20,26 +20,14 @@ from review_app.services import preferences, studies
 from review_app.services.accounts import get_user
 from review_app.services.actors import Actor
 
-from .browser_support import expect, shot, sign_in, wait_idle
+from .browser_support import LAPTOP, LEAD_PAGES, expect, open_page, shot, sign_in, wait_idle
 from .test_browser import server  # noqa: F401  (the `medrev app` fixture)
 
 pytestmark = pytest.mark.browser
-LAPTOP = {"width": 1366, "height": 768}
 THIRD = "Selector check: a third study"
 STUDIES = (DEMO_STUDY, DEMO_JUDGE_STUDY, THIRD)  # the selector's order: oldest first
-# Every lead page with the study selector, by its link in the navigation.
-PAGES = (
-    "Progress",
-    "Agreement",
-    "Flags",
-    "Adjudication",
-    "Analysis",
-    "Export",
-    "Study set-up",
-    "Reviewers",
-    "Plan",
-    "Reviewers' quality",
-)
+# Every lead page with the study selector (all but Import, which works on files, not on a study).
+PAGES = tuple(name for name in LEAD_PAGES if name != "Import")
 # (how, pause in seconds) of the ten switches on each page: every input method with and without a pause.
 SWITCHES = (
     ("mouse", 0.3),
@@ -109,9 +97,7 @@ def test_ten_switches_stick_on_every_lead_page_and_the_next_session_opens_on_the
     assert [s.name for s in studies.list_studies(engine)] == list(STUDIES)
     rng = random.Random(20261129)  # its hundredth switch lands on the oldest study
 
-    context = browser.new_context(viewport=LAPTOP)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
+    page = open_page(browser, timeout=30_000)
     sign_in(page, base, "lead01")
     current = THIRD  # no choice stored yet: the newest study
     for name in PAGES:
@@ -131,16 +117,14 @@ def test_ten_switches_stick_on_every_lead_page_and_the_next_session_opens_on_the
         _holds(page, current, f"{name}, after ten switches")
         assert preferences.last_study(engine, Actor(lead.id)) == current, name  # the app took the last one
     shot(page, "60-study-selector")
-    context.close()
+    page.context.close()
     assert current == DEMO_STUDY  # neither the newest study nor the demo's default: the next session proves the memory
 
     # A new browser session of the same lead opens on the study chosen last, on any lead page.
-    again = browser.new_context(viewport=LAPTOP)
-    page = again.new_page()
-    page.set_default_timeout(30_000)
+    page = open_page(browser, timeout=30_000)
     sign_in(page, base, "lead01", "/lead_export")
     expect(_box(page)).to_have_value(current)
     page.get_by_role("link", name="Progress", exact=True).click()
     wait_idle(page)
     expect(_box(page)).to_have_value(current)
-    again.close()
+    page.context.close()
