@@ -24,7 +24,6 @@ import os
 import resource
 import statistics
 import sys
-import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -36,10 +35,10 @@ from streamlit.testing.v1 import AppTest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from review_db_speed import seed
-from review_page_speed import shell_app
+from review_page_speed import app_database, shell_app
 
 import review_app
-from review_app.db.connect import dispose_engines, get_engine
+from review_app.db.connect import get_engine
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import Assignment, Reviewer
 from review_app.rubrics import RUBRIC_A, ScoreSheet
@@ -150,13 +149,10 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     print(f"code under test: {APP.parents[2]}")
-    with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{Path(tmp) / 'lead.db'}"
-        os.environ["MEDREV_DATABASE_URL"] = url
-        engine = get_engine(url)
+    with app_database("lead.db") as (folder, _url, engine):
         n_annotations = 2 * args.tasks - 200  # a few slots stay open for the submits below
         print(f"seeding {args.items:,} items, {args.tasks:,} dual-rated tasks, {n_annotations:,} annotations ...")
-        seed(engine, Path(tmp), args.items, pool=args.tasks, annotations=n_annotations)
+        seed(engine, folder, args.items, pool=args.tasks, annotations=n_annotations)
         with write_session(engine) as session:
             # The seed rates everything 2; random scores give agreement something to compute. The
             # append-only trigger is lifted for this one bench-time rewrite and put back.
@@ -173,9 +169,10 @@ def main() -> None:
             ).scalar_one()
             session.execute(update(Assignment).where(Assignment.reviewer_id == lead_row).values(reviewer_id=lead_row))
         studies.set_study_lead(engine, "bench", "bench000", actor=SYSTEM)
-        lead = CurrentUser(lead_row, "bench000", "Bench 0", "lead")
+        with read_session(engine) as session:
+            lead = CurrentUser.of(session.get(Reviewer, lead_row))
 
-        shell = AppTest.from_file(str(shell_app(Path(tmp), style=False)), default_timeout=60)
+        shell = AppTest.from_file(str(shell_app(folder, style=False)), default_timeout=60)
         shell.session_state["medrev_user"] = lead
         run(shell)
         baseline = statistics.median(run(shell) for _ in range(args.runs))
@@ -194,7 +191,6 @@ def main() -> None:
             results["cache_values"] = stats.values
         except ImportError:  # the code before the cache
             pass
-        dispose_engines()
     print(f"\n{'figure':<48} {'value':>10}")
     for key, value in results.items():
         unit = "" if key.startswith("cache_values") else (" MB" if key.endswith("_mb") else " s")

@@ -26,7 +26,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,10 +33,10 @@ from sqlmodel import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from review_db_speed import seed
-from review_page_speed import _script_seconds, _time_scripts
+from review_page_speed import _script_seconds, _time_scripts, app_database
 
 import review_app
-from review_app.db.connect import dispose_engines, get_engine
+from review_app.db.connect import get_engine
 from review_app.db.engine import read_session
 from review_app.db.models import Assignment, Reviewer
 from review_app.rubrics import get_rubric
@@ -256,11 +255,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     _time_scripts()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        url = f"sqlite:///{folder / 'review.db'}"
-        os.environ["MEDREV_DATABASE_URL"] = url
-        engine = get_engine(url)
+    with app_database("review.db") as (folder, url, engine):
         print(f"code under test: {APP.parents[2]}\nseeding {args.items:,} items ...")
         seed(engine, folder, args.items, pool=min(args.items // 2, 2_000), annotations=0)
         with read_session(engine) as session:
@@ -295,7 +290,6 @@ def main() -> None:
                 process.terminate()
                 process.wait(timeout=20)
         figures |= server_side(url, reviewer, args.runs, folder)
-        dispose_engines()
     print(f"\n{'browser (ms)':<34} {'median':>8} {'p95':>8} {'n':>4}")
     for key in ("bare_click_ms", "score_click_ms", "submit_to_next_ms"):
         median, p95 = stats(figures[key])

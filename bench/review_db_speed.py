@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import Engine, insert, select, text, update
 
 from bench_core.medmisbench import taxonomy
 from review_app.db.engine import make_engine, read_session, write_session
@@ -177,6 +177,19 @@ def bench_database(backend: str, name: str = "medrev_bench") -> Iterator[tuple[P
             drop_database(cleanup)
 
 
+@contextmanager
+def migrated_engine(backend: str) -> Iterator[tuple[Path, Engine]]:
+    """:func:`bench_database` with an engine on it, migrated to the app's schema; disposed at the end, so the
+    database can be dropped."""
+    with bench_database(backend) as (workdir, url):
+        engine = make_engine(url)
+        try:
+            upgrade(engine)
+            yield workdir, engine
+        finally:
+            engine.dispose()
+
+
 def add_backend_option(parser: argparse.ArgumentParser, default: str) -> None:
     """``--backend sqlite|postgres|both``: the same figures on each database the app supports."""
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default=default)
@@ -188,27 +201,22 @@ def chosen_backends(choice: str) -> tuple[str, ...]:
 
 
 def run_backend(backend: str, n_items: int, n_samples: int) -> None:
-    with bench_database(backend) as (workdir, url):
-        engine = make_engine(url)
-        try:
-            upgrade(engine)
-            print(f"\n== {backend}: seeding {n_items:,} items, 100 reviewers, 20,000 annotations")
-            for label, seconds in seed(engine, workdir, n_items).items():
-                print(f"   {label:<28} {seconds:8.2f}")
-            results = measure(engine, n_samples)
-            base = results["baseline SELECT 1"][0]
-            print(f"   {'operation':<28} {'median ms':>10} {'p95 ms':>10} {'median/baseline':>16}")
-            for label, (median, p95) in results.items():
-                print(f"   {label:<28} {median:10.2f} {p95:10.2f} {median / base:16.1f}")
-            if backend == "sqlite":
-                next_ok = results["fetch my next task"][1] < 20
-                submit_ok = results["submit an annotation"][1] < 30
-                print(
-                    f"   targets: next task p95 < 20 ms {'met' if next_ok else 'MISSED'}; "
-                    f"submit p95 < 30 ms {'met' if submit_ok else 'MISSED'}"
-                )
-        finally:
-            engine.dispose()
+    with migrated_engine(backend) as (workdir, engine):
+        print(f"\n== {backend}: seeding {n_items:,} items, 100 reviewers, 20,000 annotations")
+        for label, seconds in seed(engine, workdir, n_items).items():
+            print(f"   {label:<28} {seconds:8.2f}")
+        results = measure(engine, n_samples)
+        base = results["baseline SELECT 1"][0]
+        print(f"   {'operation':<28} {'median ms':>10} {'p95 ms':>10} {'median/baseline':>16}")
+        for label, (median, p95) in results.items():
+            print(f"   {label:<28} {median:10.2f} {p95:10.2f} {median / base:16.1f}")
+        if backend == "sqlite":
+            next_ok = results["fetch my next task"][1] < 20
+            submit_ok = results["submit an annotation"][1] < 30
+            print(
+                f"   targets: next task p95 < 20 ms {'met' if next_ok else 'MISSED'}; "
+                f"submit p95 < 30 ms {'met' if submit_ok else 'MISSED'}"
+            )
 
 
 def main() -> None:

@@ -22,8 +22,11 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from sqlalchemy import Engine
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
@@ -68,6 +71,21 @@ def shell_app(folder: Path, *, style: bool = True) -> Path:
     (folder / "empty.py").write_text("import streamlit as st\nst.markdown('#### Empty page')\n")
     (folder / "shell.py").write_text(SHELL.replace("STYLE\n", STYLE if style else ""))
     return folder / "shell.py"
+
+
+@contextmanager
+def app_database(name: str) -> Iterator[tuple[Path, str, Engine]]:
+    """A scratch folder and a SQLite database ``name`` in it that the app under test uses: ``MEDREV_DATABASE_URL``
+    names it for AppTest's scripts and for servers started with this environment. Yields (folder, URL, engine);
+    every engine is disposed at the end, before the folder goes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        url = f"sqlite:///{folder / name}"
+        os.environ["MEDREV_DATABASE_URL"] = url
+        try:
+            yield folder, url, get_engine(url)
+        finally:
+            dispose_engines()
 
 
 _script_seconds: list[float] = []
@@ -154,16 +172,6 @@ def signed_in(at: AppTest, engine, account: Reviewer) -> AppTest:
     return at
 
 
-def current(account: Reviewer) -> CurrentUser:
-    return CurrentUser(
-        id=account.id,
-        session_version=account.session_version,
-        username=account.username,
-        display_name=account.display_name,
-        role=account.role,
-    )
-
-
 def stats(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
     return statistics.median(ordered) * 1000, ordered[int(0.95 * (len(ordered) - 1))] * 1000
@@ -176,12 +184,9 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     _time_scripts()
-    with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{Path(tmp) / 'page.db'}"
-        os.environ["MEDREV_DATABASE_URL"] = url
-        engine = get_engine(url)
+    with app_database("page.db") as (folder, _url, engine):
         print(f"seeding {args.items:,} items, 100 reviewers, 20,000 annotations ...")
-        seed(engine, Path(tmp), args.items)
+        seed(engine, folder, args.items)
         reviewer = reviewer_with_work(engine)
         aid = review_queue.next_assignment(engine, reviewer.id)
         lead = accounts.create_user(
@@ -191,8 +196,8 @@ def main() -> None:
         bare = AppTest.from_string("import streamlit as st\nst.write('ok')", default_timeout=60)
         bare.run()
         floor = timed(bare, args.runs)
-        shell = AppTest.from_file(str(shell_app(Path(tmp))), default_timeout=60)
-        shell.session_state["medrev_user"] = current(reviewer)
+        shell = AppTest.from_file(str(shell_app(folder)), default_timeout=60)
+        shell.session_state["medrev_user"] = CurrentUser.of(reviewer)
         shell.run()
         baseline = timed(shell, args.runs)
 
@@ -211,12 +216,11 @@ def main() -> None:
 
         scoring = timed(page, args.runs, key)
 
-        small = _small_database_page(Path(tmp), args.runs)
+        small = _small_database_page(folder, args.runs)
 
         progress = signed_in(AppTest.from_file(str(APP), default_timeout=60), engine, lead)
         progress.switch_page("views/lead_progress.py").run()
         lead_page = timed(progress, max(10, args.runs // 4))
-        dispose_engines()
 
     rows = (
         ("bare st.write script (AppTest floor)", floor),

@@ -25,10 +25,9 @@ from pathlib import Path
 from sqlmodel import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from review_db_speed import add_backend_option, bench_database, chosen_backends
+from review_db_speed import add_backend_option, chosen_backends, migrated_engine
 
-from review_app.db.engine import make_engine, read_session
-from review_app.db.migrate import upgrade
+from review_app.db.engine import read_session
 from review_app.db.models import Assignment
 from review_app.rubrics import RUBRIC_A, ScoreSheet
 from review_app.services import accounts, assignment, authentication, importing, reviewing, studies
@@ -146,33 +145,28 @@ def signin_costs(engine, rounds: int = 20) -> dict[str, list[float]]:
 
 
 def run(backend: str, n_submits: int, attackers: int) -> None:
-    with bench_database(backend) as (workdir, url):
-        engine = make_engine(url)
-        try:
-            upgrade(engine)
-            reviewer, tasks = seed(engine, workdir, n_submits)
-            print(f"\n== {backend}: {len(tasks)} submits in {BLOCKS} alternating blocks, {attackers} attackers")
-            result = measure(engine, reviewer, tasks, attackers)
-            quiet, loud = result["quiet"], result["loud"]
-            ratio = p95(loud) / p95(quiet)
-            print(f"   {'submit latency':<34} {'median ms':>10} {'p95 ms':>10}")
-            print(
-                f"   {'without failed sign-ins':<34} {1000 * statistics.median(quiet):10.1f} {1000 * p95(quiet):10.1f}"
-            )
-            print(
-                f"   {f'with {attackers} parallel failed sign-ins':<34} "
-                f"{1000 * statistics.median(loud):10.1f} {1000 * p95(loud):10.1f}"
-            )
-            print(f"   failed sign-ins during the attack: {result['rate'][0]:.1f}/s (every one hashed)")
-            print(f"   p95 ratio with/without: {ratio:.2f} (target <= 1.25: {'met' if ratio <= 1.25 else 'MISSED'})")
-            costs = signin_costs(engine)
-            known, unknown = (statistics.median(costs[k]) for k in ("existing username", "unknown username"))
-            print(
-                f"   failed sign-in, median: existing username {1000 * known:.0f} ms, unknown {1000 * unknown:.0f} ms "
-                f"(ratio {unknown / known:.2f})"
-            )
-        finally:
-            engine.dispose()
+    with migrated_engine(backend) as (workdir, engine):
+        reviewer, tasks = seed(engine, workdir, n_submits)
+        print(f"\n== {backend}: {len(tasks)} submits in {BLOCKS} alternating blocks, {attackers} attackers")
+        result = measure(engine, reviewer, tasks, attackers)
+        quiet, loud = result["quiet"], result["loud"]
+        ratio = p95(loud) / p95(quiet)
+        print(f"   {'submit latency':<34} {'median ms':>10} {'p95 ms':>10}")
+        print(
+            f"   {'without failed sign-ins':<34} {1000 * statistics.median(quiet):10.1f} {1000 * p95(quiet):10.1f}"
+        )
+        print(
+            f"   {f'with {attackers} parallel failed sign-ins':<34} "
+            f"{1000 * statistics.median(loud):10.1f} {1000 * p95(loud):10.1f}"
+        )
+        print(f"   failed sign-ins during the attack: {result['rate'][0]:.1f}/s (every one hashed)")
+        print(f"   p95 ratio with/without: {ratio:.2f} (target <= 1.25: {'met' if ratio <= 1.25 else 'MISSED'})")
+        costs = signin_costs(engine)
+        known, unknown = (statistics.median(costs[k]) for k in ("existing username", "unknown username"))
+        print(
+            f"   failed sign-in, median: existing username {1000 * known:.0f} ms, unknown {1000 * unknown:.0f} ms "
+            f"(ratio {unknown / known:.2f})"
+        )
 
 
 def main() -> None:

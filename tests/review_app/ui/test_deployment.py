@@ -1,11 +1,11 @@
 """The documented deployment runs: nginx (Debian) in front of two `medrev app` replicas on one PostgreSQL.
 
-Uses `deploy/nginx.conf` as shipped, with the ports and a self-signed certificate (made here with
-openssl) filled in, and a second access log naming the replica that answered each request and the
-browser's routing key (``test_deployment_affinity.py`` reads it). Plain HTTP redirects to HTTPS; every
-HTTPS response carries HSTS, anti-framing and nosniff headers. A reviewer works through nginx over TLS
-(the websocket goes through the proxy), another works on the second replica directly, and both write to
-the same PostgreSQL database.
+Uses `deploy/nginx.conf` as shipped, with the ports and a self-signed certificate (made with openssl, as
+``bench/panel_load.py`` makes it) filled in, and a second access log naming the replica that answered each
+request and the browser's routing key (``test_deployment_affinity.py`` reads it). Plain HTTP redirects to
+HTTPS; every HTTPS response carries HSTS, anti-framing and nosniff headers. A reviewer works through nginx
+over TLS (the websocket goes through the proxy), another works on the second replica directly, and both
+write to the same PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
+from bench.panel_stack import self_signed, wait_up
 from review_app.db.engine import make_engine, read_session
 from review_app.db.migrate import upgrade
 from review_app.db.models import Annotation, Reviewer
@@ -35,47 +36,6 @@ from .browser_support import A_DIMENSIONS, choose, current_task, expect, free_po
 pytestmark = [pytest.mark.browser, pytest.mark.postgres]
 ROOT = Path(__file__).resolve().parents[3]
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-
-
-def _wait_http(url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(url, timeout=1, verify=False).status_code == 200:  # the test certificate is self-signed
-                return
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not come up: {log.read_text()[-2000:]}")
-        time.sleep(0.3)
-
-
-def _self_signed(prefix: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, made with openssl for this test only."""
-    cert, key = prefix / "cert.pem", prefix / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 def _nginx_conf(prefix: Path, listen: int, http: int, replicas: tuple[int, int], cert: Path, key: Path) -> Path:
@@ -134,11 +94,11 @@ def deployment(tmp_path):
                 cwd=tmp_path,
             )
             processes.append(process)
-            _wait_http(f"http://127.0.0.1:{port}/_stcore/health", process, log)
+            wait_up(f"http://127.0.0.1:{port}/_stcore/health", process, log, timeout=60)
         prefix = tmp_path / "nginx"
         prefix.mkdir()
         listen, http = free_port(), free_port()
-        cert, key = _self_signed(prefix)
+        cert, key = self_signed(prefix)
         conf = _nginx_conf(prefix, listen, http, ports, cert, key)
         nginx = subprocess.Popen(
             [NGINX, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(conf), "-g", "daemon off;"],
@@ -146,7 +106,7 @@ def deployment(tmp_path):
             stderr=subprocess.STDOUT,
         )
         processes.append(nginx)
-        _wait_http(f"https://127.0.0.1:{listen}/_stcore/health", nginx, prefix / "stdout.log")
+        wait_up(f"https://127.0.0.1:{listen}/_stcore/health", nginx, prefix / "stdout.log", timeout=60)
         yield {
             "proxy": f"https://127.0.0.1:{listen}",
             "http": f"http://127.0.0.1:{http}",
