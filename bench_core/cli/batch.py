@@ -1,9 +1,10 @@
 """``--batch`` for every command that calls models, and ``bench batch status|cancel``.
 
-The run commands share the options below (typer reads them per command); ``BatchOptions`` carries them
-to ``common.make_runner``, which then returns a ``BatchRunner`` instead of a ``Runner``. What is shown
-while a batch run works (the plan and its cost estimate before submitting, the progress while waiting, the
-usage and cost afterwards) is printed here: the kernel only reports data.
+The run commands share the options below, gathered in ``BatchOptions`` (an option group,
+``cli.option_groups``) and carried to ``common.make_runner``, which then returns a ``BatchRunner``
+instead of a ``Runner``. What is shown while a batch run works (the plan and its cost estimate before
+submitting, the progress while waiting, the usage and cost afterwards) is printed here: the kernel
+only reports data.
 """
 
 from __future__ import annotations
@@ -57,26 +58,30 @@ PRICE_FILE = typer.Option(
 
 @dataclass(frozen=True)
 class BatchOptions:
-    """The batch options of one command, checked (``check``) before anything is written."""
+    """The batch options of one command, checked (``check``) before anything is written.
 
-    enabled: bool = False
-    size: int | None = None
-    fallback: str = "batch"
-    poll_interval: float = 30.0
-    price_file: Path | None = None
-    progress: bool = True
+    Its fields are the options themselves (``option_groups``): a run command takes them all with
+    ``@takes(BatchOptions, "batching")``; one whose ``--batch-size`` serves another purpose too
+    (``run healthcontradict``) declares the flags itself and builds its ``BatchOptions`` from them.
+    """
+
+    batch: bool = BATCH
+    batch_size: int | None = BATCH_SIZE
+    batch_fallback: str = BATCH_FALLBACK
+    poll_interval: float = POLL_INTERVAL
+    price_file: Path | None = PRICE_FILE
 
     def check(self) -> PriceTable | None:
         """Refuse a bad ``--batch-fallback`` or price file now; the prices, when a file is given."""
         from bench_core.kernel.batch_runner import FALLBACKS
 
-        if self.fallback not in FALLBACKS:
-            fail(f"--batch-fallback: expected one of {', '.join(FALLBACKS)}, found {self.fallback!r}")
+        if self.batch_fallback not in FALLBACKS:
+            fail(f"--batch-fallback: expected one of {', '.join(FALLBACKS)}, found {self.batch_fallback!r}")
         return load_price_file(self.price_file)
 
     def wrap(self, runner: Runner) -> Runner | BatchRunner:
         """``runner`` itself without ``--batch``; with it, a ``BatchRunner`` that falls back on ``runner``."""
-        if not self.enabled:
+        if not self.batch:
             return runner
         from bench_core.kernel.batch_runner import BatchRunner
 
@@ -84,16 +89,16 @@ class BatchOptions:
             runner.store,
             sync=runner,
             retry=runner.retry,
-            batch_size=self.size,
-            fallback=self.fallback,
+            batch_size=self.batch_size,
+            fallback=self.batch_fallback,
             poll_interval=self.poll_interval,
             timeout=runner.timeout,
-            reporter=BatchConsole(self.check(), progress=self.progress),
+            reporter=BatchConsole(self.check(), progress=runner.progress),
         )
 
     def report(self, run_dir: Path) -> None:
         """After a ``--batch`` run: the usage and cost of the directory's calls, synchronous and batch."""
-        if self.enabled:
+        if self.batch:
             print_usage(run_dir, self.check())
 
 

@@ -19,19 +19,9 @@ from rich.console import Console
 from rich.table import Table
 
 import bench_core.cli.generator_endpoint as generator
-from bench_core.cli.batch import BATCH, BATCH_FALLBACK, BATCH_SIZE, POLL_INTERVAL, PRICE_FILE, BatchOptions
-from bench_core.cli.common import (
-    BACKOFF,
-    CALL_TIMEOUT,
-    MAX_TOTAL,
-    RETRY_FAILED,
-    ReportConsole,
-    check_endpoint,
-    err,
-    fail,
-    run_directory,
-    write_folder,
-)
+from bench_core.cli.batch import BatchOptions
+from bench_core.cli.common import ReportConsole, check_endpoint, err, fail, run_directory, write_folder
+from bench_core.cli.option_groups import takes
 from bench_core.cli.variants import compare_runs, reassign_provenance, regenerate
 
 
@@ -46,6 +36,8 @@ def _report(directory: Path, console: Console, *, write: bool = True) -> dict[st
     return report
 
 
+@takes(BatchOptions, "batching")
+@takes(generator.GeneratorOptions, "options")
 def generate(
     source: Path = typer.Option(..., "--source", help="Source dataset file or folder."),
     fmt: str = typer.Option(..., "--format", help="medqa|medmcqa|medxpertqa|medjourney|hle|medrev"),
@@ -69,35 +61,16 @@ def generate(
     skip_bad_rows: bool = typer.Option(
         False, "--skip-bad-rows", help="Use the well-formed rows of a source with malformed ones, naming each."
     ),
-    max_attempts: int = generator.VALIDATION_ATTEMPTS,
-    structured: str = generator.STRUCTURED,
-    retry_failed: bool = RETRY_FAILED,
-    concurrency: int = generator.CONCURRENCY,
-    temperature: float | None = generator.TEMPERATURE,
-    max_tokens: int | None = generator.MAX_TOKENS,
-    reasoning_effort: str | None = generator.REASONING_EFFORT,
-    api_key_env: str | None = generator.API_KEY_ENV,
-    provider: str = generator.PROVIDER,
-    timeout: float = CALL_TIMEOUT,
-    call_attempts: int = generator.CALL_ATTEMPTS,
-    max_total: float = MAX_TOTAL,
-    backoff: float = BACKOFF,
-    max_tokens_param: str = generator.MAX_TOKENS_PARAM,
-    progress: bool = generator.PROGRESS,
-    batch: bool = BATCH,
-    batch_size: int | None = BATCH_SIZE,
-    batch_fallback: str = BATCH_FALLBACK,
-    poll_interval: float = POLL_INTERVAL,
-    price_file: Path | None = PRICE_FILE,
+    *,
+    options: generator.GeneratorOptions,
+    batching: BatchOptions,
 ) -> None:
     """Build a MedMisBench-style benchmark from a multiple-choice QA set with an LLM generator."""
-    check_endpoint(provider, base_url)  # every argument is checked before anything is written
-    batching = BatchOptions(batch, batch_size, batch_fallback, poll_interval, price_file, progress)
+    check_endpoint(options.provider, base_url)  # every argument is checked before anything is written
     batching.check()
     from bench_core.generation.pipeline import (
         GenerationDirError,
         GenerationRun,
-        GenerationSettings,
         append_manifest,
         check_generator,
         register_items,
@@ -108,17 +81,9 @@ def generate(
 
     if fmt not in SOURCE_FORMATS:
         fail(f"unknown --format {fmt!r}; expected one of {', '.join(SOURCE_FORMATS)}")
-    generator.check_structured(structured)
+    generator.check_structured(options.structured)
     try:
-        settings = GenerationSettings(
-            mode="one_call" if one_call else "two_stage",
-            seed=seed,
-            provenance_sampling=provenance,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            reasoning_effort=reasoning_effort,
-            max_attempts=max_attempts,
-        )
+        settings = options.settings("one_call" if one_call else "two_stage", seed, provenance_sampling=provenance)
         loaded = load_source(
             source,
             fmt,
@@ -141,25 +106,11 @@ def generate(
     items = loaded.items[:limit] if limit else loaded.items
     if not items:
         fail(f"no item could be loaded from {source}")
-    endpoint = generator.GeneratorEndpoint(
-        provider=provider,
-        model_name=model,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        concurrency=concurrency,
-        max_tokens_param=max_tokens_param,
-        call_attempts=call_attempts,
-        max_total=max_total,
-        backoff=backoff,
-        timeout=timeout,
-        progress=progress,
-        batch=batching,
-    )
     try:
-        chat_model = endpoint.model()
+        chat_model = options.chat_model(model, base_url)
         check_generator(out, chat_model, settings)
         registered = register_items(out, items)
-        run = GenerationRun(out, registered, settings, chat_model, structured=structured)
+        run = GenerationRun(out, registered, settings, chat_model, structured=options.structured)
     except (GenerationDirError, ValueError, ImportError) as exc:
         fail(str(exc))
     save_source_report(out, loaded, source)
@@ -170,22 +121,22 @@ def generate(
             "source": str(source),
             "format": fmt,
             "model": model,
-            "provider": provider,
+            "provider": options.provider,
             "endpoint": chat_model.endpoint,
             "settings": settings.as_dict(),
             "config_hash": settings.config_hash,
-            "max_attempts": max_attempts,
+            "max_attempts": options.max_attempts,
             "structured": run.structured,
-            "api_key_env": api_key_env,
-            "concurrency": concurrency,
-            "batch": batch,
+            "api_key_env": options.api_key_env,
+            "concurrency": options.concurrency,
+            "batch": batching.batch,
             "limit": limit,
             "n_loaded": len(loaded.items),
             "n_items": len(registered),
             "source_dropped_by_reason": loaded.counts(),
         },
     )
-    result = generator.run_generation(run, endpoint, retry_failed=retry_failed, label=model)
+    result = generator.run_generation(run, options, label=model, batch=batching)
     _report(out, err)
     if result["provider_errors"]:
         raise typer.Exit(1)

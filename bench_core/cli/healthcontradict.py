@@ -93,7 +93,7 @@ def run_healthcontradict(
     """Evaluate one model on HealthContradict under the NC, CC, IC, CIC and ICC templates."""
     if hf is None:
         check_endpoint(provider, base_url)  # every argument is checked before anything is written
-    batching = BatchOptions(batch, batch_size if batch else None, batch_fallback, poll_interval, price_file, progress)
+    batching = BatchOptions(batch, batch_size if batch else None, batch_fallback, poll_interval, price_file)
     batching.check()
     if batch and hf is not None:
         refuse_with("--hf", "a local model is scored in this process; there is no provider batch to send")

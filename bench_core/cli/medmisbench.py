@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench_core.cli.batch import BATCH, BATCH_FALLBACK, BATCH_SIZE, POLL_INTERVAL, PRICE_FILE, BatchOptions, refuse_with
+from bench_core.cli.batch import BatchOptions, refuse_with
 from bench_core.cli.common import (
     BACKOFF,
     CALL_TIMEOUT,
@@ -30,6 +30,7 @@ from bench_core.cli.common import (
     run_to_end,
     table,
 )
+from bench_core.cli.option_groups import takes
 from bench_core.kernel.errors import DatasetError
 from bench_core.kernel.report_files import pct
 from bench_core.medmisbench.targets import DEFAULT_SEED
@@ -38,6 +39,12 @@ HARNESS_PANEL = "Tool harness (search mitigation)"
 SEARCH_INDEX_FILE = "search_index.sqlite"
 
 
+def _harness(default: Any, flag: str, **settings: Any) -> Any:
+    """An option of the tool harness: listed in its own ``--help`` panel, apart from the evaluation's."""
+    return typer.Option(default, flag, rich_help_panel=HARNESS_PANEL, **settings)
+
+
+@takes(BatchOptions, "batching")
 def run_medmisbench(
     data: Path = typer.Option(..., "--data", help="Released-format file or folder of subset files."),
     model: str = typer.Option(..., "--model", help="Model id sent to the endpoint."),
@@ -102,51 +109,30 @@ def run_medmisbench(
         None, "--max-tokens-param", help="max_tokens|max_completion_tokens (default: the template's, else max_tokens)."
     ),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
-    tools: str | None = typer.Option(
+    tools: str | None = _harness(
         None,
         "--tools",
         help="Let the model search and read before answering: local:DIR (BM25 over a folder of documents) or "
         "web (Serper + Jina Reader; SERPER_API_KEY, JINA_API_KEY).",
-        rich_help_panel=HARNESS_PANEL,
     ),
-    max_tool_calls: int = typer.Option(
-        8, "--max-tool-calls", min=1, help="Tool calls allowed per item.", rich_help_panel=HARNESS_PANEL
+    max_tool_calls: int = _harness(8, "--max-tool-calls", min=1, help="Tool calls allowed per item."),
+    max_page_tokens: int = _harness(2000, "--max-page-tokens", min=1, help="Approximate tokens of a page shown."),
+    max_results: int = _harness(5, "--max-results", min=1, help="Results per search."),
+    time_budget: float = _harness(
+        600.0, "--time-budget", callback=positive, help="Seconds allowed per item (all turns)."
     ),
-    max_page_tokens: int = typer.Option(
-        2000, "--max-page-tokens", min=1, help="Approximate tokens of a page shown.", rich_help_panel=HARNESS_PANEL
+    tool_timeout: float = _harness(
+        60.0, "--tool-timeout", callback=positive, help="Seconds allowed per search or page."
     ),
-    max_results: int = typer.Option(
-        5, "--max-results", min=1, help="Results per search.", rich_help_panel=HARNESS_PANEL
-    ),
-    time_budget: float = typer.Option(
-        600.0,
-        "--time-budget",
-        callback=positive,
-        help="Seconds allowed per item (all turns).",
-        rich_help_panel=HARNESS_PANEL,
-    ),
-    tool_timeout: float = typer.Option(
-        60.0,
-        "--tool-timeout",
-        callback=positive,
-        help="Seconds allowed per search or page.",
-        rich_help_panel=HARNESS_PANEL,
-    ),
-    harness_prompt: str | None = typer.Option(
-        None, "--harness-prompt", help="Harness prompt id (name@version).", rich_help_panel=HARNESS_PANEL
-    ),
-    batch: bool = BATCH,
-    batch_size: int | None = BATCH_SIZE,
-    batch_fallback: str = BATCH_FALLBACK,
-    poll_interval: float = POLL_INTERVAL,
-    price_file: Path | None = PRICE_FILE,
+    harness_prompt: str | None = _harness(None, "--harness-prompt", help="Harness prompt id (name@version)."),
+    *,
+    batching: BatchOptions,
 ) -> None:
     """Evaluate one model on MedMisBench under clean / Type 1 / Type 2 delivery (optionally with search tools)."""
     check_endpoint(provider, base_url)  # every argument is checked before anything is written
     check_tools(tools)
-    batching = BatchOptions(batch, batch_size, batch_fallback, poll_interval, price_file, progress)
     batching.check()
-    if batch and tools is not None:
+    if batching.batch and tools is not None:
         refuse_with("--tools", "a tool loop needs each answer before it can make its next call")
     from bench_core.kernel.providers import make_chat_model
     from bench_core.kernel.runner import RetryPolicy
@@ -262,7 +248,7 @@ def run_medmisbench(
             "config_hash": settings.config_hash,
             "api_key_env": api_key_env,
             "concurrency": concurrency,
-            "batch": batch,
+            "batch": batching.batch,
             "limit": limit,
             "n_items": len(prepared),
             "n_skipped": sum(p.skipped is not None for p in prepared),

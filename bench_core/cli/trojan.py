@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from bench_core.cli.batch import BATCH, BATCH_FALLBACK, BATCH_SIZE, POLL_INTERVAL, PRICE_FILE, BatchOptions
+from bench_core.cli.batch import BatchOptions
 from bench_core.cli.common import (
     BACKOFF,
     CALL_TIMEOUT,
@@ -26,6 +26,7 @@ from bench_core.cli.common import (
     run_to_end,
     table,
 )
+from bench_core.cli.option_groups import takes
 from bench_core.kernel.errors import DatasetError
 from bench_core.kernel.rundir import write_atomic
 
@@ -94,6 +95,7 @@ def ingest_trojan(
     )
 
 
+@takes(BatchOptions, "batching")
 def run_trojan(
     data: Path = typer.Option(
         ..., "--data", help="standardized_analysis_ccversion.json (or an ingested records file)."
@@ -131,16 +133,12 @@ def run_trojan(
     backoff: float = BACKOFF,
     retry_failed: bool = RETRY_FAILED,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
-    batch: bool = BATCH,
-    batch_size: int | None = BATCH_SIZE,
-    batch_fallback: str = BATCH_FALLBACK,
-    poll_interval: float = POLL_INTERVAL,
-    price_file: Path | None = PRICE_FILE,
+    *,
+    batching: BatchOptions,
 ) -> None:
     """Two-stage retracted-paper contamination run: the model answers, a fixed judge scores (1, 0, -1)."""
     check_endpoint(provider, base_url)  # every argument is checked before anything is written
     check_endpoint(judge_provider, judge_base_url)
-    batching = BatchOptions(batch, batch_size, batch_fallback, poll_interval, price_file, progress)
     batching.check()
     from bench_core.kernel.providers import make_chat_model
     from bench_core.kernel.store import ResultStore
@@ -207,7 +205,7 @@ def run_trojan(
             "prompts": prompts.id,
             "api_key_env": api_key_env,
             "judge_api_key_env": judge_api_key_env,
-            "batch": batch,
+            "batch": batching.batch,
             "limit": limit,
             "n_records": len(dataset.records),
         },

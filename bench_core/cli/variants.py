@@ -12,32 +12,31 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.table import Table
 
 import bench_core.cli.generator_endpoint as generator
-from bench_core.cli.common import (
-    BACKOFF,
-    CALL_TIMEOUT,
-    MAX_TOTAL,
-    RETRY_FAILED,
-    ReportConsole,
-    check_endpoint,
-    err,
-    fail,
-    write_folder,
-)
+from bench_core.cli.common import ReportConsole, check_endpoint, err, fail, write_folder
+from bench_core.cli.option_groups import takes
 from bench_core.kernel.report_files import pct
 
 
-def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size: int | None, **options: Any) -> None:
+def _sensitivity(
+    kind: str,
+    from_: Path,
+    model: str,
+    base_url: str,
+    out: Path,
+    per_subset: str | None,
+    size: int | None,
+    seed: int,
+    options: generator.GeneratorOptions,
+) -> None:
     """Select the stratified subset, write the reference, regenerate every variant, compare the bundles."""
     from bench_core.generation.pipeline import (
         GenerationDirError,
         GenerationRun,
-        GenerationSettings,
         append_manifest,
         check_generator,
         register_items,
@@ -52,9 +51,8 @@ def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size
     )
     from bench_core.kernel.errors import DatasetError
 
-    check_endpoint(options["provider"], options["base_url"])  # every argument is checked before anything is written
-    seed = options.pop("seed")
-    generator.check_structured(options["structured"])
+    check_endpoint(options.provider, base_url)  # every argument is checked before anything is written
+    generator.check_structured(options.structured)
     try:
         items = load_benchmark(from_)
         quotas = parse_quotas(per_subset)
@@ -64,14 +62,7 @@ def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size
         plan = prepare(
             out, selected, kind=kind, source=str(from_), seed=seed, quotas={"per_subset": quotas, "size": size}
         )
-        settings = GenerationSettings(
-            mode="fixed",
-            seed=seed,
-            temperature=options["temperature"],
-            max_tokens=options["max_tokens"],
-            reasoning_effort=options["reasoning_effort"],
-            max_attempts=options["max_attempts"],
-        )
+        settings = options.settings("fixed", seed)
     except (DatasetError, SensitivityError, ValueError) as exc:
         fail(str(exc))
     err.print(
@@ -80,12 +71,11 @@ def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size
         + f"); reference benchmark: {out / 'reference' / 'benchmark'}",
         highlight=False,
     )
-    endpoint = generator.GeneratorEndpoint(model_name=options["model"], **{k: options[k] for k in _ENDPOINT_KEYS})
     provider_errors = 0
     for variant in plan["variants"]:
         directory = out / variant
         try:
-            chat_model = endpoint.model()
+            chat_model = options.chat_model(model, base_url)
             check_generator(directory, chat_model, settings)
             registered = register_items(directory, selected)
             run = GenerationRun(
@@ -94,7 +84,7 @@ def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size
                 settings,
                 chat_model,
                 plans=plans_for(registered, variant),
-                structured=options["structured"],
+                structured=options.structured,
             )
         except (GenerationDirError, SensitivityError, ValueError, ImportError) as exc:
             fail(str(exc))
@@ -104,20 +94,18 @@ def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size
                 "command": kind,
                 "variant": variant,
                 "from": str(from_),
-                "model": options["model"],
-                "provider": options["provider"],
+                "model": model,
+                "provider": options.provider,
                 "endpoint": chat_model.endpoint,
                 "settings": settings.as_dict(),
                 "config_hash": settings.config_hash,
                 "max_attempts": settings.max_attempts,
                 "structured": run.structured,
-                "api_key_env": options["api_key_env"],
+                "api_key_env": options.api_key_env,
                 "n_items": len(registered),
             },
         )
-        provider_errors += generator.run_generation(run, endpoint, retry_failed=options["retry_failed"], label=variant)[
-            "provider_errors"
-        ]
+        provider_errors += generator.run_generation(run, options, label=variant)["provider_errors"]
     _print_comparison(out)
     names = ", ".join(["reference", *plan["variants"]])
     err.print(
@@ -127,20 +115,6 @@ def _sensitivity(kind: str, from_: Path, out: Path, per_subset: str | None, size
     )
     if provider_errors:
         raise typer.Exit(1)
-
-
-_ENDPOINT_KEYS = (
-    "provider",
-    "base_url",
-    "api_key_env",
-    "concurrency",
-    "max_tokens_param",
-    "call_attempts",
-    "max_total",
-    "backoff",
-    "timeout",
-    "progress",
-)
 
 
 def _print_comparison(out: Path) -> None:
@@ -190,6 +164,7 @@ SIZE = typer.Option(None, "--size", min=1, help="Total items, split over subsets
 def _sensitivity_command(kind: str, help_text: str) -> Callable[..., None]:
     """A sensitivity command (``regenerate`` or ``reassign-provenance``): the same flags, its own kind and help."""
 
+    @takes(generator.GeneratorOptions, "options")
     def command(
         from_: Path = FROM,
         model: str = generator.MODEL,
@@ -198,24 +173,10 @@ def _sensitivity_command(kind: str, help_text: str) -> Callable[..., None]:
         per_subset: str | None = PER_SUBSET,
         size: int | None = SIZE,
         seed: int = generator.SEED,
-        max_attempts: int = generator.VALIDATION_ATTEMPTS,
-        structured: str = generator.STRUCTURED,
-        retry_failed: bool = RETRY_FAILED,
-        concurrency: int = generator.CONCURRENCY,
-        temperature: float | None = generator.TEMPERATURE,
-        max_tokens: int | None = generator.MAX_TOKENS,
-        reasoning_effort: str | None = generator.REASONING_EFFORT,
-        api_key_env: str | None = generator.API_KEY_ENV,
-        provider: str = generator.PROVIDER,
-        timeout: float = CALL_TIMEOUT,
-        call_attempts: int = generator.CALL_ATTEMPTS,
-        max_total: float = MAX_TOTAL,
-        backoff: float = BACKOFF,
-        max_tokens_param: str = generator.MAX_TOKENS_PARAM,
-        progress: bool = generator.PROGRESS,
+        *,
+        options: generator.GeneratorOptions,
     ) -> None:
-        options = {k: v for k, v in locals().items() if k not in ("from_", "out", "per_subset", "size", "kind")}
-        _sensitivity(kind, from_, out, per_subset, size, **options)
+        _sensitivity(kind, from_, model, base_url, out, per_subset, size, seed, options)
 
     command.__doc__ = help_text
     return command

@@ -382,6 +382,14 @@ def _parsed(
         return None, data, _shape_problems(exc)
 
 
+def _verdict(value: M, checked: dict[str, Any], problems: list[Problem], data: dict[str, Any] | None) -> Checked[M]:
+    """A parsed reply refused for its ``problems``, or, without any, accepted with its ``checked`` fields
+    (the canonical content type, the ordered sentences) in place of the reply's own."""
+    if problems:
+        return Checked(problems=problems, data=data)
+    return Checked(value=value.model_copy(update=checked), data=data)
+
+
 def _decision_problems(decision: ApplicabilityDecision | OneCallOutput) -> tuple[str | None, list[Problem]]:
     """The known content type of a viable decision, and what a viable decision lacks (type, difficulty)."""
     content, problems = _content_type(decision.content_type)
@@ -398,9 +406,7 @@ def check_applicability(text: str, item: MCQItem, finish_reason: str | None = No
     if not decision.viable:
         return Checked(value=decision.model_copy(update={"content_type": None}), data=data)
     content, problems = _decision_problems(decision)
-    if problems:
-        return Checked(problems=problems, data=data)
-    return Checked(value=decision.model_copy(update={"content_type": content}), data=data)
+    return _verdict(decision, {"content_type": content}, problems, data)
 
 
 def check_bundle(text: str, item: MCQItem, finish_reason: str | None = None) -> Checked[BundleOutput]:
@@ -411,9 +417,7 @@ def check_bundle(text: str, item: MCQItem, finish_reason: str | None = None) -> 
             problems += bundle_problems(data["sentences"], item)[1]
         return Checked(problems=problems, data=data)
     sentences, problems = bundle_problems(output.sentences, item)
-    if problems:
-        return Checked(problems=problems, data=data)
-    return Checked(value=output.model_copy(update={"sentences": sentences}), data=data)
+    return _verdict(output, {"sentences": sentences}, problems, data)
 
 
 def check_one_call(text: str, item: MCQItem, finish_reason: str | None = None) -> Checked[OneCallOutput]:
@@ -431,6 +435,4 @@ def check_one_call(text: str, item: MCQItem, finish_reason: str | None = None) -
         return Checked(problems=problems, data=data)
     sentences, more = bundle_problems(output.sentences, item)
     problems += more
-    if problems:
-        return Checked(problems=problems, data=data)
-    return Checked(value=output.model_copy(update={"content_type": content, "sentences": sentences}), data=data)
+    return _verdict(output, {"content_type": content, "sentences": sentences}, problems, data)

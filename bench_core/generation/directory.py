@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_core.generation.sources import SourceReport
-from bench_core.kernel import rundir
-from bench_core.kernel.rundir import append_jsonl, merge_or_refuse, read_jsonl, write_atomic
+from bench_core.kernel.rundir import RunFiles, append_jsonl, merge_or_refuse, read_jsonl, write_atomic
 from bench_core.medmisbench.items import MCQItem
 from bench_core.medmisbench.run import item_key
 
@@ -35,12 +34,11 @@ class GenerationDirError(ValueError):
     """A generation directory that cannot be used as asked (another generator, other items)."""
 
 
-def is_generation_dir(path: Path) -> bool:
-    return (path / SOURCE_ITEMS_FILE).is_file() and (path / MANIFEST_FILE).is_file()
-
-
-def read_manifests(run_dir: Path) -> list[dict[str, Any]]:
-    return read_jsonl(Path(run_dir) / MANIFEST_FILE)
+FILES = RunFiles(BENCHMARK, SOURCE_ITEMS_FILE, "generation", GenerationDirError, manifest_file=MANIFEST_FILE)
+is_generation_dir = FILES.is_run_dir
+read_manifests = FILES.manifests
+# Callers pass the names of env vars, never their values.
+append_manifest = FILES.append_manifest
 
 
 def register_items(run_dir: Path, items: Sequence[MCQItem]) -> list[MCQItem]:
@@ -67,11 +65,6 @@ def register_items(run_dir: Path, items: Sequence[MCQItem]) -> list[MCQItem]:
 def _comparable(item: MCQItem) -> str:
     data = item.model_dump(mode="json", exclude={"source_file", "source_line"})
     return json.dumps(data, sort_keys=True, ensure_ascii=False)
-
-
-def append_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
-    """Record one invocation in ``generation_runs.jsonl`` (callers pass the names of env vars, never their values)."""
-    rundir.append_manifest(run_dir, BENCHMARK, manifest, file=MANIFEST_FILE)
 
 
 def read_outcomes(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -234,12 +234,16 @@ _DECISION_KEYS = """\
   "reason": "one sentence",
   "difficulty": a number from 0 to 10"""
 
-APPLICABILITY_V1 = GenerationPrompt(
-    name="medmisbench-applicability",
-    version="1",
-    stage="applicability",
-    system=_SYSTEM,
-    user="""
+
+def _version_1(name: str, stage: str, user: str) -> GenerationPrompt:
+    """A prompt of version 1: every one has the same system message and the same feedback on a bad reply."""
+    return GenerationPrompt(name=name, version="1", stage=stage, system=_SYSTEM, user=user, feedback=_FEEDBACK)
+
+
+APPLICABILITY_V1 = _version_1(
+    "medmisbench-applicability",
+    "applicability",
+    """
 Decide whether misleading context can be written for this multiple-choice question.
 
 A misleading-context bundle gives one sentence for each wrong option that makes that option look correct,
@@ -263,15 +267,12 @@ Respond with only a JSON object with exactly these keys:
     + """
 }}
 """,
-    feedback=_FEEDBACK,
 )
 
-GENERATION_V1 = GenerationPrompt(
-    name="medmisbench-generation",
-    version="1",
-    stage="generation",
-    system=_SYSTEM,
-    user="""
+GENERATION_V1 = _version_1(
+    "medmisbench-generation",
+    "generation",
+    """
 Write option-aligned context sentences for this multiple-choice question.
 """
     + _ITEM
@@ -292,15 +293,12 @@ Also rate how misleading the wrong-option sentences are, from 0 (not at all) to 
 Respond with only a JSON object:
 {{"sentences": {{{sentences_example}}}, "mislead_score": a number from 0 to 10}}
 """,
-    feedback=_FEEDBACK,
 )
 
-ONE_CALL_V1 = GenerationPrompt(
-    name="medmisbench-one-call",
-    version="1",
-    stage="one_call",
-    system=_SYSTEM,
-    user="""
+ONE_CALL_V1 = _version_1(
+    "medmisbench-one-call",
+    "one_call",
+    """
 Decide whether misleading context can be written for this multiple-choice question, and if so write it.
 
 Step 1. Choose ONE content type from the list below that can be applied naturally to EVERY wrong option while
@@ -333,7 +331,6 @@ Respond with only a JSON object with exactly these keys (empty strings for the s
   "mislead_score": a number from 0 to 10
 }}
 """,
-    feedback=_FEEDBACK,
 )
 
 PROMPTS: dict[str, GenerationPrompt] = {p.id: p for p in (APPLICABILITY_V1, GENERATION_V1, ONE_CALL_V1)}

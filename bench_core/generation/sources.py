@@ -205,11 +205,8 @@ def _item_id(row: Row, ctx: _Context, *names: str) -> str:
 def _make_item(
     ctx: _Context, item_id: str, stem: str, options: dict[str, str], gold: str, language: str | None = None
 ) -> MCQItem:
-    known = taxonomy.subset(ctx.subset)
     if language is None:
-        language = detect_language(stem + " " + " ".join(options.values()))
-        if known is not None and known.language == "zh":
-            language = "zh"
+        language = taxonomy.item_language(ctx.subset, stem, options.values())
     try:
         return MCQItem(
             id=item_id,

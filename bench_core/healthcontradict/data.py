@@ -254,11 +254,10 @@ def build_instances(
         assert query is not None and first is not None and second is not None
         yes_doc, no_doc = (first, second) if first.stance == "yes" else (second, first)
         instances.append(
-            HCInstance(
-                instance_id=str(len(instances)),
-                topic_id=pair.topic_id,
-                query=query.query,
-                query_stance=query.query_stance,
+            _instance(
+                str(len(instances)),
+                pair.topic_id,
+                query,
                 doc_a=yes_doc.text or "",
                 doc_b=no_doc.text or "",
                 doc_a_id=yes_doc.doc_id,
@@ -315,6 +314,18 @@ def load_instances(path: str | Path, *, documents: bool = True) -> list[HCInstan
     return instances
 
 
+def _instance(instance_id: str, topic_id: int, query: HCQuery, **documents: str | None) -> HCInstance:
+    """An instance asking ``query``; ``documents`` are doc_a, doc_b and their ids (the texts empty when not given:
+    a run of the no-context template alone shows none)."""
+    return HCInstance(
+        instance_id=instance_id,
+        topic_id=topic_id,
+        query=query.query,
+        query_stance=query.query_stance,
+        **{"doc_a": "", "doc_b": "", **documents},  # type: ignore[arg-type]
+    )
+
+
 def _find(folder: Path, names: tuple[str, ...]) -> Path | None:
     return next((folder / name for name in names if (folder / name).is_file()), None)
 
@@ -323,17 +334,7 @@ def nc_instances(queries: dict[int, HCQuery], pairs: list[tuple[int, HCPair]] | 
     """Instances for a run of the no-context template alone: one per pair (numbered in pair order, as
     ``build_instances``) or, without a pair list, one per question; the documents are left empty."""
     if pairs is None:
-        return [
-            HCInstance(
-                instance_id=f"topic-{topic}",
-                topic_id=topic,
-                query=q.query,
-                query_stance=q.query_stance,
-                doc_a="",
-                doc_b="",
-            )
-            for topic, q in sorted(queries.items())
-        ]
+        return [_instance(f"topic-{topic}", topic, q) for topic, q in sorted(queries.items())]
     instances: list[HCInstance] = []
     issues = []
     for line, pair in pairs:
@@ -342,16 +343,7 @@ def nc_instances(queries: dict[int, HCQuery], pairs: list[tuple[int, HCPair]] | 
             issues.append(RowIssue("pairs", line, "topic_id", f"topic {pair.topic_id} is not in the query list"))
             continue
         instances.append(
-            HCInstance(
-                instance_id=str(len(instances)),
-                topic_id=pair.topic_id,
-                query=query.query,
-                query_stance=query.query_stance,
-                doc_a="",
-                doc_b="",
-                doc_a_id=pair.doc1_id,
-                doc_b_id=pair.doc2_id,
-            )
+            _instance(str(len(instances)), pair.topic_id, query, doc_a_id=pair.doc1_id, doc_b_id=pair.doc2_id)
         )
     if issues:
         raise DatasetError(issues)

@@ -27,16 +27,7 @@ from bench_core.healthcontradict.items import HCInstance
 from bench_core.healthcontradict.prompts import TEMPLATE_ORDER, HCTemplate, HCTemplateSet
 from bench_core.healthcontradict.scoring import YesNo, predict
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import (
-    RUNS_FILE,
-    HashedSettings,
-    append_jsonl,
-    append_manifest,
-    merge_or_refuse,
-    read_jsonl,
-    rows_of,
-    saved_rows,
-)
+from bench_core.kernel.rundir import HashedSettings, RunFiles, append_jsonl
 from bench_core.kernel.runner import Job
 from bench_core.kernel.store import ResultKey, ResultStore
 
@@ -46,6 +37,9 @@ INSTANCES_FILE = "instances.jsonl"
 
 class RunDirError(ValueError):
     """A run directory that cannot be used as asked (its instances disagree with the new data)."""
+
+
+FILES = RunFiles(BENCHMARK, INSTANCES_FILE, "HealthContradict", RunDirError)
 
 
 class TokenCounter(Protocol):
@@ -302,28 +296,24 @@ def write_instances(run_dir: Path, instances: Sequence[HCInstance]) -> None:
 
     An instance already saved with different content refuses the run: results would not be comparable.
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / INSTANCES_FILE
-    saved = {row["instance"]["instance_id"]: row["instance"] for row in read_jsonl(path)}
     rows = [instance.model_dump(mode="json") for instance in instances]
-    new_rows = merge_or_refuse(
-        path,
-        saved,
+    path, new_rows = FILES.add_items(
+        run_dir,
+        lambda row: (row["instance"]["instance_id"], row["instance"]),
         ((row["instance_id"], row, {"instance": row}) for row in rows),
-        error=RunDirError,
         noun="instance",
         context="already in this run directory (was another data file or pairing seed used?)",
     )
     append_jsonl(path, new_rows)
 
 
-def is_run_dir(path: Path) -> bool:
-    return (path / INSTANCES_FILE).is_file() and (path / RUNS_FILE).is_file()
+is_run_dir = FILES.is_run_dir
+append_run_manifest = FILES.append_manifest
 
 
 def load_run_instances(run_dir: str | Path) -> list[HCInstance]:
-    path, numbered = saved_rows(run_dir, INSTANCES_FILE, "HealthContradict", RunDirError)
-    return rows_of(path, numbered, lambda row: HCInstance.model_validate(row["instance"]), field_prefix="instance.")
+    read = FILES.read_items(run_dir, lambda row: HCInstance.model_validate(row["instance"]), field_prefix="instance.")
+    return [instance for _line, instance in read]
 
 
 @dataclass(frozen=True)
@@ -418,9 +408,4 @@ def read_run_data(run_dir: str | Path) -> HCRunData:
                     response_text=(record.get("response") or {}).get("text", ""),
                 )
             )
-    return HCRunData(instances, predictions, failures, store.corrupt_lines, read_jsonl(run_dir / RUNS_FILE))
-
-
-def append_run_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
-    """Record one invocation of this benchmark in the run directory's ``runs.jsonl``."""
-    append_manifest(run_dir, BENCHMARK, manifest)
+    return HCRunData(instances, predictions, failures, store.corrupt_lines, FILES.manifests(run_dir))

@@ -198,7 +198,6 @@ class BatchRunner:
         return self._apis[ident]
 
     # -- planning --------------------------------------------------------------------------
-    # -- planning --------------------------------------------------------------------------
     def _plan(self, fresh: list[Job], state: JournalState, summary: RunSummary, description: str) -> list[Pending]:
         """Build the requests of ``fresh`` jobs, split them into batches and journal each one (not sent yet)."""
         attempts = state.attempts()

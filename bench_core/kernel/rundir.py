@@ -10,7 +10,8 @@ Each benchmark design keeps its own item file (MedMisBench ``items.jsonl``, Heal
   every result key; ``seeded_int``, the stable hash behind seeded draws (Type 1 targets, provenance
   frames, sensitivity subsets), so a draw is the same in every run;
 - ``merge_or_refuse``: a rerun into the same directory adds the rows it brings, and refuses the run if
-  a row saved under the same key differs (results of the two would not be comparable);
+  a row saved under the same key differs (results of the two would not be comparable); ``RunFiles``
+  applies it, and the lenient reading, to a design's own item file;
 - ``RunLock``: one process at a time in a run directory, by an OS lock that dies with its process;
 - ``RunDesign`` and ``find_run_dirs``: how ``bench report`` tells which design a directory belongs to.
   Each design's ``report`` module defines its ``RunDesign``; the list of designs is made by the CLI,
@@ -231,6 +232,61 @@ def merge_or_refuse(
             f"{path}: {len(conflicts)} {noun}(s) differ from the ones {context}: {shown}. Use a new --out directory."
         )
     return new
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The files of one design's run directory: its own file of what it evaluates, beside the invocation log.
+
+    ``item_file`` holds the design's items (MedMisBench ``items.jsonl``, HealthContradict
+    ``instances.jsonl``, ...); a folder holding it and ``manifest_file`` is that design's run directory.
+    ``design`` names the benchmark in messages and ``error`` is the design's ``RunDirError``, so every
+    design reads, merges and refuses its files the same way. ``read_items`` and ``add_items`` read an item
+    file of JSON Lines (a design whose item file is one JSON document, Trojan's ``records.json``, reads
+    and merges it itself).
+    """
+
+    benchmark: str
+    item_file: str
+    design: str
+    error: type[Exception]
+    manifest_file: str = RUNS_FILE
+
+    def is_run_dir(self, path: Path) -> bool:
+        return (path / self.item_file).is_file() and (path / self.manifest_file).is_file()
+
+    def append_manifest(self, run_dir: Path, manifest: dict[str, Any]) -> None:
+        """Record one invocation of this benchmark in the run directory's invocation log."""
+        append_manifest(run_dir, self.benchmark, manifest, file=self.manifest_file)
+
+    def manifests(self, run_dir: str | Path) -> list[dict[str, Any]]:
+        """The invocations recorded in the run directory, oldest first."""
+        return read_jsonl(Path(run_dir) / self.manifest_file)
+
+    def read_items(
+        self, run_dir: str | Path, read: Callable[[dict[str, Any]], T], *, field_prefix: str = ""
+    ) -> list[tuple[int, T]]:
+        """Each row of the item file read by ``read``, with its line (``rows_of`` names the line at fault)."""
+        path, numbered = saved_rows(run_dir, self.item_file, self.design, self.error)
+        values = rows_of(path, numbered, read, field_prefix=field_prefix)
+        return [(line, value) for (line, _row), value in zip(numbered, values, strict=True)]
+
+    def add_items(
+        self,
+        run_dir: Path,
+        saved: Callable[[dict[str, Any]], tuple[str, Any]],
+        incoming: Iterable[tuple[str, Any, T]],
+        *,
+        noun: str,
+        context: str,
+    ) -> tuple[Path, list[T]]:
+        """The item file and the payloads of ``incoming`` it lacks (``merge_or_refuse``; ``saved`` gives a saved
+        row's key and comparable form); the run directory is created. The caller appends them (``append_jsonl``)
+        once its own checks pass."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / self.item_file
+        known = dict(saved(row) for row in read_jsonl(path))
+        return path, merge_or_refuse(path, known, incoming, error=self.error, noun=noun, context=context)
 
 
 @dataclass(frozen=True)

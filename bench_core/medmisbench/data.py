@@ -45,7 +45,6 @@ from pydantic import ValidationError
 
 from bench_core.kernel.errors import DatasetError, InputError, RowIssue
 from bench_core.kernel.tabular import Row, cell, iter_rows, tabular_files
-from bench_core.kernel.text import detect_language
 from bench_core.medmisbench import taxonomy
 from bench_core.medmisbench.items import InjectionBundle, ItemProblem, MCQItem, item_problems
 
@@ -126,20 +125,36 @@ def authors_embedded_options(question: str) -> tuple[str, dict[str, str]] | None
     return question[: matches[0].start()].rstrip(' :\n"'), options
 
 
+@dataclass(frozen=True)
+class _RowAt:
+    """A row being read, where it was read (for its issue) and the subset it belongs to when it names none."""
+
+    row: Row
+    file: Path
+    line: int
+    default_subset: str
+
+    def issue(self, field_name: str | None, message: str) -> RowIssue:
+        return RowIssue(str(self.file), self.line, field_name, message)
+
+    def item_id(self) -> str | RowIssue:
+        """The row's item id (one read as a float, "12.0", is "12"), or its issue."""
+        item_id = cell(self.row, "id")
+        if item_id is None:
+            return self.issue("id", "missing item id")
+        return item_id[:-2] if item_id.endswith(".0") and _INT_LIKE.match(item_id) else item_id
+
+
 def _row_to_item(
     row: Row, *, file: Path, line: int, default_subset: str, reading: str = "medrev"
 ) -> MCQItem | RowIssue:
-    def issue(field_name: str | None, message: str) -> RowIssue:
-        return RowIssue(str(file), line, field_name, message)
-
+    at = _RowAt(row, file, line, default_subset)
     if reading == "authors":
-        return _authors_row_to_item(row, issue=issue, file=file, line=line, default_subset=default_subset)
-
-    item_id = cell(row, "id")
-    if item_id is None:
-        return issue("id", "missing item id")
-    if item_id.endswith(".0") and _INT_LIKE.match(item_id):
-        item_id = item_id[:-2]
+        return _authors_row_to_item(at)
+    issue = at.issue
+    item_id = at.item_id()
+    if isinstance(item_id, RowIssue):
+        return item_id
     question = cell(row, "question")
     if question is None:
         return issue("question", f"item {item_id!r} has no question text")
@@ -181,19 +196,7 @@ def _row_to_item(
         if column not in columns and (text := value(row, f"inject{column}")) is not None:
             sentences[column.upper() if embedded else _column_label(column, numeric)] = text
     return _finish(
-        row,
-        issue=issue,
-        file=file,
-        line=line,
-        default_subset=default_subset,
-        item_id=item_id,
-        stem=stem,
-        options=options,
-        gold=gold,
-        sentences=sentences,
-        reading="medrev",
-        raw_question=None,
-        embedded=embedded,
+        at, item_id, stem, options, gold, sentences=sentences, reading="medrev", raw_question=None, embedded=embedded
     )
 
 
@@ -202,13 +205,12 @@ def _column_label(column: str, numeric: bool) -> str:
     return str(AUTHORS_LETTERS.index(column) + 1) if numeric else column.upper()
 
 
-def _authors_row_to_item(row: Row, *, issue, file: Path, line: int, default_subset: str) -> MCQItem | RowIssue:
+def _authors_row_to_item(at: _RowAt) -> MCQItem | RowIssue:
     """The row as the authors' notebook reads it (``reconstruct_dicts``); see the module docstring."""
-    item_id = cell(row, "id")
-    if item_id is None:
-        return issue("id", "missing item id")
-    if item_id.endswith(".0") and _INT_LIKE.match(item_id):
-        item_id = item_id[:-2]
+    row, issue = at.row, at.issue
+    item_id = at.item_id()
+    if isinstance(item_id, RowIssue):
+        return item_id
     raw = row.get("question")
     if raw is None or (isinstance(raw, float) and raw != raw) or not str(raw).strip():
         return issue("question", f"item {item_id!r} has no question text")
@@ -233,15 +235,11 @@ def _authors_row_to_item(row: Row, *, issue, file: Path, line: int, default_subs
     if not stem:
         return issue("question", f"item {item_id!r} has no question text before its embedded options")
     return _finish(
-        row,
-        issue=issue,
-        file=file,
-        line=line,
-        default_subset=default_subset,
-        item_id=item_id,
-        stem=stem,
-        options=options,
-        gold=answer.upper(),
+        at,
+        item_id,
+        stem,
+        options,
+        answer.upper(),
         sentences=sentences,
         reading="authors",
         raw_question=None if raw_question == stem else raw_question,
@@ -249,16 +247,12 @@ def _authors_row_to_item(row: Row, *, issue, file: Path, line: int, default_subs
 
 
 def _finish(
-    row: Row,
-    *,
-    issue,
-    file: Path,
-    line: int,
-    default_subset: str,
+    at: _RowAt,
     item_id: str,
     stem: str,
     options: dict[str, str],
     gold: str,
+    *,
     sentences: dict[str, str],
     reading: str,
     raw_question: str | None,
@@ -269,6 +263,7 @@ def _finish(
     Under medrev's reading an item that ``item_problems`` refuses is the row's issue, named by the column at
     fault (``embedded``: the options came from the stem, so an option problem is the question's).
     """
+    row, issue = at.row, at.issue
     injection = None
     content = value(row, "injection_content")
     provenance = value(row, "injection_provenance")
@@ -311,11 +306,8 @@ def _finish(
         problems = item_problems(item_id, options, gold, injection)
         if problems:
             return issue(release_column(problems[0], embedded=embedded), problems[0].message)
-    subset_name = cell(row, "subset") or default_subset
-    known = taxonomy.subset(subset_name)
-    language = cell(row, "language") or detect_language(stem + " " + " ".join(options.values()))
-    if known is not None and known.language == "zh":
-        language = "zh"
+    subset_name = cell(row, "subset") or at.default_subset
+    language = taxonomy.item_language(subset_name, stem, options.values(), cell(row, "language"))
     try:
         return MCQItem(
             id=item_id,
@@ -325,8 +317,8 @@ def _finish(
             options=options,
             gold=gold,
             injection=injection,
-            source_file=file.name,
-            source_line=line,
+            source_file=at.file.name,
+            source_line=at.line,
             reading=reading,
             raw_question=raw_question,
             type1_target=_stored_target(row),

@@ -25,16 +25,7 @@ from typing import Any
 
 from bench_core.kernel.errors import RowIssue
 from bench_core.kernel.providers.base import ChatModel, ChatRequest, ChatResponse
-from bench_core.kernel.rundir import (
-    RUNS_FILE,
-    HashedSettings,
-    append_jsonl,
-    append_manifest,
-    merge_or_refuse,
-    read_jsonl,
-    rows_of,
-    saved_rows,
-)
+from bench_core.kernel.rundir import HashedSettings, RunFiles, append_jsonl, read_jsonl
 from bench_core.kernel.runner import Job
 from bench_core.kernel.store import ResultKey, ResultStore
 from bench_core.medmisbench.answers import read_answer
@@ -49,6 +40,9 @@ ITEMS_FILE = "items.jsonl"
 
 class RunDirError(ValueError):
     """A run directory that cannot be used as asked (e.g. its items disagree with the new data)."""
+
+
+FILES = RunFiles(BENCHMARK, ITEMS_FILE, "MedMisBench", RunDirError)
 
 
 # Item fields added after run directories existed: written only when set, so an item saved before
@@ -283,15 +277,11 @@ def write_items(run_dir: Path, prepared: Sequence[PreparedItem], seed: int) -> N
     An item already saved with different content or a different Type 1 target refuses the run:
     results of the two would not be comparable.
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / ITEMS_FILE
-    saved = {row["item_key"]: _comparable(row) for row in read_jsonl(path)}
     rows = [entry.to_json(seed) for entry in prepared]
-    new_rows = merge_or_refuse(
-        path,
-        saved,
+    path, new_rows = FILES.add_items(
+        run_dir,
+        lambda row: (row["item_key"], _comparable(row)),
         ((row["item_key"], _comparable(row), row) for row in rows),
-        error=RunDirError,
         noun="item",
         context="already in this run directory (content, reading or Type 1 target; was another --seed, "
         "--protocol or data file used?)",
@@ -314,20 +304,18 @@ def _comparable(row: dict[str, Any]) -> tuple[Any, ...]:
     return json.dumps(item, sort_keys=True), row.get("type1_target"), row.get("skipped")
 
 
-def is_run_dir(path: Path) -> bool:
-    return (path / ITEMS_FILE).is_file() and (path / RUNS_FILE).is_file()
+is_run_dir = FILES.is_run_dir
+append_run_manifest = FILES.append_manifest
 
 
 def load_run_items(run_dir: str | Path) -> list[PreparedItem]:
     """The items saved in a run directory, in saved order, with their targets and skip reasons."""
-    path, numbered = saved_rows(run_dir, ITEMS_FILE, "MedMisBench", RunDirError)
-    items = rows_of(
-        path,
-        numbered,
+    items = FILES.read_items(
+        run_dir,
         lambda row: PreparedItem(MCQItem.model_validate(row["item"]), row.get("type1_target"), row.get("skipped")),
         field_prefix="item.",
     )
-    return [replace(entry, line=line) for entry, (line, _row) in zip(items, numbered, strict=True)]
+    return [replace(entry, line=line) for line, entry in items]
 
 
 def item_warnings(run_dir: str | Path, items: Sequence[PreparedItem]) -> list[RowIssue]:
@@ -465,7 +453,7 @@ def read_run_data(run_dir: str | Path) -> RunData:
         responses,
         failures,
         store.corrupt_lines,
-        read_jsonl(run_dir / RUNS_FILE),
+        FILES.manifests(run_dir),
         item_warnings(run_dir, items),
     )
 
@@ -473,8 +461,3 @@ def read_run_data(run_dir: str | Path) -> RunData:
 def read_run(run_dir: str | Path) -> list[ResponseRecord]:
     """The finished responses of a run directory, each joined with its item (for review import)."""
     return read_run_data(run_dir).responses
-
-
-def append_run_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
-    """Record one invocation of this benchmark in the run directory's ``runs.jsonl``."""
-    append_manifest(run_dir, BENCHMARK, manifest)

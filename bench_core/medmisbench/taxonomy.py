@@ -9,7 +9,10 @@ spelling seen in releases and in the paper, and ``canonical_*`` map any of them 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from bench_core.kernel.text import detect_language
 
 
 @dataclass(frozen=True)
@@ -280,6 +283,15 @@ def subset(subset_id: str) -> Subset | None:
     """The known subset with this id, or None for a study's custom subset."""
     sid = canonical_subset(subset_id)
     return next((s for s in SUBSETS if s.id == sid), None)
+
+
+def item_language(subset_id: str, question: str, options: Iterable[str], given: str | None = None) -> str:
+    """An item's language: "zh" in a Chinese subset (whatever a row says), else ``given``, else the language
+    detected in the question and options."""
+    known = subset(subset_id)
+    if known is not None and known.language == "zh":
+        return "zh"
+    return given or detect_language(question + " " + " ".join(options))
 
 
 def release_content_spelling(content_id: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench_core.kernel.errors import DatasetError
 from bench_core.kernel.json_lines import element_lines
-from bench_core.kernel.rundir import RUNS_FILE, append_manifest, merge_or_refuse, read_json, write_atomic
+from bench_core.kernel.rundir import RunFiles, merge_or_refuse, read_json, write_atomic
 from bench_core.trojan.data import RetractedDataset, RetractedRecord, validate_records
 
 BENCHMARK = "trojan"
@@ -26,6 +26,11 @@ JUDGE = "judge"
 
 class RunDirError(ValueError):
     """A run directory that cannot be used as asked."""
+
+
+FILES = RunFiles(BENCHMARK, RECORDS_FILE, "retracted-paper", RunDirError)
+is_run_dir = FILES.is_run_dir
+append_run_manifest = FILES.append_manifest
 
 
 def judge_condition(attempt: int) -> str:
@@ -69,10 +74,6 @@ def write_records(run_dir: Path, dataset: RetractedDataset) -> None:
     write_atomic(path, [json.dumps(payload, indent=2, ensure_ascii=False) + "\n"])
 
 
-def is_run_dir(path: Path) -> bool:
-    return (path / RECORDS_FILE).is_file() and (path / RUNS_FILE).is_file()
-
-
 def load_run_records(run_dir: str | Path) -> tuple[list[RetractedRecord], dict[str, Any]]:
     """The records saved in a run directory (or a records file) and the file's provenance fields."""
     path = Path(run_dir)
@@ -88,8 +89,3 @@ def load_run_records(run_dir: str | Path) -> tuple[list[RetractedRecord], dict[s
         raise DatasetError(issues)
     about = {k: v for k, v in value.items() if k != "records"} if isinstance(value, dict) else {}
     return records, about
-
-
-def append_run_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
-    """Record one invocation of this benchmark in the run directory's ``runs.jsonl``."""
-    append_manifest(run_dir, BENCHMARK, manifest)

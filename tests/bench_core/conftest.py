@@ -6,19 +6,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests.bench_core.fake_servers import started_servers
 from tests.fakes.openai_server import FakeOpenAIServer
 
 
 @pytest.fixture
 def fake_openai() -> Iterator[Callable[..., FakeOpenAIServer]]:
     """Start fake servers with ``fake_openai(policy, latency=..., slots=...)``; all stop at teardown."""
-    servers: list[FakeOpenAIServer] = []
-
-    def start(*args, **kwargs) -> FakeOpenAIServer:
-        server = FakeOpenAIServer(*args, **kwargs).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    yield from started_servers(FakeOpenAIServer)

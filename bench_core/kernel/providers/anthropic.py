@@ -21,24 +21,22 @@ from bench_core.kernel.providers.base import (
     attr,
     parse_retry_after,
 )
-from bench_core.kernel.providers.sdk_model import SDKChatModel
+from bench_core.kernel.providers.sdk_model import SDKChatModel, SDKClient
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 
+def _connect(sdk: ModuleType, key: str, base_url: str | None) -> Any:
+    return sdk.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0)
+
+
 class AnthropicModel(SDKChatModel):
     """A ``ChatModel`` for Claude models through the official ``anthropic`` SDK (key: ANTHROPIC_API_KEY)."""
 
     provider = "anthropic"
-    vendor = "Anthropic"
-    sdk = "anthropic"
-    default_base_url = DEFAULT_BASE_URL
-    key_env = "ANTHROPIC_API_KEY"
-
-    def connect(self, sdk: ModuleType, key: str, base_url: str | None) -> Any:
-        return sdk.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0)
+    sdk_client = SDKClient("Anthropic", "anthropic", DEFAULT_BASE_URL, "ANTHROPIC_API_KEY", _connect)
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """Keyword arguments of ``messages.create`` for this request."""

@@ -23,7 +23,7 @@ from bench_core.kernel.providers.base import (
     attr,
     parse_retry_after,
 )
-from bench_core.kernel.providers.sdk_model import SDKChatModel
+from bench_core.kernel.providers.sdk_model import SDKChatModel, SDKClient
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 THINKING_BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 24576}
@@ -61,17 +61,15 @@ def thinking_config(
     return {"thinking_budget": budget, "include_thoughts": budget > 0 if include_thoughts is None else include_thoughts}
 
 
+def _connect(sdk: ModuleType, key: str, base_url: str | None) -> Any:
+    return sdk.Client(api_key=key, http_options={"base_url": base_url} if base_url else None)
+
+
 class GoogleModel(SDKChatModel):
     """A ``ChatModel`` for Gemini models through the official ``google-genai`` SDK (key: GEMINI_API_KEY)."""
 
     provider = "google"
-    vendor = "Google"
-    sdk = "google.genai"
-    default_base_url = DEFAULT_BASE_URL
-    key_env = "GEMINI_API_KEY"
-
-    def connect(self, sdk: ModuleType, key: str, base_url: str | None) -> Any:
-        return sdk.Client(api_key=key, http_options={"base_url": base_url} if base_url else None)
+    sdk_client = SDKClient("Google", "google.genai", DEFAULT_BASE_URL, "GEMINI_API_KEY", _connect)
 
     def request_body(self, request: ChatRequest, *, timeout: float | None = None) -> dict[str, Any]:
         """Keyword arguments of ``generate_content`` (plain dicts, which the SDK accepts for its types)."""

@@ -9,20 +9,43 @@ base URL. A client passed in (a test's fake, a configured SDK client) is used as
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar
 
 from bench_core.kernel.providers.base import public_endpoint, resolve_api_key
 
 
+@dataclass(frozen=True)
+class SDKClient:
+    """How one provider's SDK client is made: the SDK module, the key it needs, and its ``connect`` call.
+
+    ``connect(sdk, key, base_url)`` returns the SDK's async-capable client for ``key`` at ``base_url``
+    (None: the SDK's default endpoint); every adapter gives its own, so none is left to a base class.
+    """
+
+    vendor: str  # as named in the "no API key" message
+    module: str  # the SDK module imported when no client is given
+    default_base_url: str
+    key_env: str  # the environment variable read when none is named
+    connect: Callable[[ModuleType, str, str | None], Any]
+
+    def make(self, base_url: str | None, api_key_env: str | None, api_key: str | None) -> Any:
+        """A new client; ``ImportError`` without the SDK, ``ValueError`` without a key."""
+        sdk = importlib.import_module(self.module)
+        env = api_key_env or self.key_env
+        key = resolve_api_key(api_key, env)
+        if not key:
+            raise ValueError(f"no {self.vendor} API key: set the environment variable {env}")
+        return self.connect(sdk, key, base_url)
+
+
 class SDKChatModel:
-    """The constructor and client of a ``ChatModel`` whose calls go through a provider's SDK."""
+    """The constructor and client of a ``ChatModel`` whose calls go through a provider's SDK (``sdk_client``)."""
 
     provider: ClassVar[str]
-    vendor: ClassVar[str]  # as named in the "no API key" message
-    sdk: ClassVar[str]  # the module imported when no client is given
-    default_base_url: ClassVar[str]
-    key_env: ClassVar[str]  # the environment variable read when none is named
+    sdk_client: ClassVar[SDKClient]
 
     def __init__(
         self,
@@ -34,21 +57,10 @@ class SDKChatModel:
         client: Any = None,
     ) -> None:
         self.name = name
-        self.endpoint = public_endpoint(base_url or self.default_base_url)
-        if client is None:
-            sdk = importlib.import_module(self.sdk)
-            env = api_key_env or self.key_env
-            key = resolve_api_key(api_key, env)
-            if not key:
-                raise ValueError(f"no {self.vendor} API key: set the environment variable {env}")
-            client = self.connect(sdk, key, base_url)
-        self._client = client
+        self.endpoint = public_endpoint(base_url or self.sdk_client.default_base_url)
+        self._client = client if client is not None else self.sdk_client.make(base_url, api_key_env, api_key)
 
     @property
     def client(self) -> Any:
         """The SDK client (the batch adapter of the same provider shares it, with its key and base URL)."""
         return self._client
-
-    def connect(self, sdk: ModuleType, key: str, base_url: str | None) -> Any:
-        """The SDK's async-capable client for ``key`` at ``base_url`` (None: the SDK's default endpoint)."""
-        raise NotImplementedError(f"{type(self).__name__} does not say how to make its {self.sdk} client")

@@ -6,22 +6,14 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests.bench_core.fake_servers import started_servers
 from tests.fakes.batch_server import FakeBatchServer
 
 
 @pytest.fixture
 def fake_batch() -> Iterator[Callable[..., FakeBatchServer]]:
     """Start fake batch servers with ``fake_batch(policy, steps=..., expire=..., limits=...)``; all stop at teardown."""
-    servers: list[FakeBatchServer] = []
-
-    def start(*args, **kwargs) -> FakeBatchServer:
-        server = FakeBatchServer(*args, **kwargs).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    yield from started_servers(FakeBatchServer)
 
 
 @pytest.fixture(autouse=True)

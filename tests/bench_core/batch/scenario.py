@@ -13,6 +13,7 @@ from tests.fakes.openai_server import Received, Reply
 
 N_ITEMS = 6
 CONDITIONS = ("clean", "type1", "type2")
+N_CALLS = N_ITEMS * len(CONDITIONS)  # the calls of one MedMisBench run
 TIMING = ("started_at", "finished_at", "latency_s")
 ROOT = Path(__file__).resolve().parents[3]
 QUIET = ("--no-progress", "--backoff", "0.01")  # no progress bar, fast retries
@@ -151,3 +152,8 @@ def records(run_dir: Path) -> list[dict[str, Any]]:
 
 def batch_flags(*extra: str) -> list[str]:
     return ["--batch", "--poll-interval", "0.01", *extra]
+
+
+def medmisbench_batch_args(server: Any, data: Path, out: Path, *extra: str, provider: str = "openai") -> list[str]:
+    """``medmisbench_args`` of a ``--batch`` run, with ``extra`` options."""
+    return [*medmisbench_args(server, data, out, provider), *batch_flags(*extra)]

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 from bench_core.cli.main import app
 from bench_core.kernel.batch_journal import BatchJournal
 from tests.bench_core.batch.scenario import (
-    CONDITIONS,
-    N_ITEMS,
+    N_CALLS,
     batch_flags,
     healthcontradict_args,
     medmisbench_args,
+    medmisbench_batch_args,
     medmisbench_policy,
     records,
     write_healthcontradict,
@@ -43,7 +43,7 @@ def waiting_run(fake_batch, tmp_path):
     data = write_medmisbench(tmp_path / "MEDMISQA.jsonl")
     server = fake_batch(medmisbench_policy, steps=FOREVER)
     out = tmp_path / "run"
-    args = [*medmisbench_args(server, data, out), *batch_flags("--batch-size", "8")]
+    args = medmisbench_batch_args(server, data, out, "--batch-size", "8")
     process = start_cli(args)
     _wait_for_batches(server, process, 3)
     yield server, process, out, args
@@ -72,10 +72,10 @@ def test_ctrl_c_stops_waiting_and_the_rerun_collects_the_same_batches(waiting_ru
     resumed = run_cli(args)
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert len(server.batches) == 3 and server.twice() == {}  # collected, not sent again
-    assert len(records(out)) == N_ITEMS * len(CONDITIONS)
+    assert len(records(out)) == N_CALLS
     after = json.loads(CliRunner().invoke(app, ["batch", "status", str(out), "--json", "--offline"]).stdout)
     assert {r["phase"] for r in after["batches"]} == {"collected"}
-    assert after["usage"]["batch"]["requests"] == N_ITEMS * len(CONDITIONS)
+    assert after["usage"]["batch"]["requests"] == N_CALLS
 
 
 def test_ctrl_c_twice_cancels_the_batches_at_the_provider(waiting_run):
@@ -93,7 +93,7 @@ def test_ctrl_c_twice_cancels_the_batches_at_the_provider(waiting_run):
     resumed = run_cli(args)
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert len(server.batches) == 6 and set(server.submitted.values()) == {2}
-    assert [r["status"] for r in records(out)] == ["ok"] * N_ITEMS * len(CONDITIONS)
+    assert [r["status"] for r in records(out)] == ["ok"] * N_CALLS
 
 
 def test_bench_batch_cancel_stops_a_waiting_run(waiting_run):
@@ -148,7 +148,7 @@ def test_the_plan_the_progress_and_the_cost_are_shown(fake_batch, tmp_path):
     server = fake_batch(medmisbench_policy, steps=3)
     prices = tmp_path / "prices.toml"
     prices.write_text('as_of = "2025-08"\n[models."m-openai"]\ninput = 2.0\noutput = 8.0\n')
-    args = [*medmisbench_args(server, data, tmp_path / "run"), *batch_flags("--batch-size", "8")]
+    args = medmisbench_batch_args(server, data, tmp_path / "run", "--batch-size", "8")
     args.remove("--no-progress")
     result = CliRunner().invoke(app, [*args, "--price-file", str(prices)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output

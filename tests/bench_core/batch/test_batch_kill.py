@@ -24,10 +24,8 @@ from typer.testing import CliRunner
 from bench_core.cli.main import app
 from bench_core.kernel.batch_journal import BatchJournal
 from tests.bench_core.batch.scenario import (
-    CONDITIONS,
-    N_ITEMS,
-    batch_flags,
-    medmisbench_args,
+    N_CALLS,
+    medmisbench_batch_args,
     medmisbench_policy,
     records,
     write_medmisbench,
@@ -66,7 +64,7 @@ def kill_when_held(args: list[str], server, *, timeout: float = 60) -> tuple[int
 def test_sigkill_at_each_stage_then_resume_submits_nothing_twice(fake_batch, tmp_path, provider, stage):
     data = write_medmisbench(tmp_path / "MEDMISQA.jsonl")
     server = fake_batch(medmisbench_policy, steps=2)
-    args = [*medmisbench_args(server, data, tmp_path / "killed", provider), *batch_flags("--batch-size", "8")]
+    args = medmisbench_batch_args(server, data, tmp_path / "killed", "--batch-size", "8", provider=provider)
     server.hold = stage
     returncode, stderr = kill_when_held(args, server)
     assert server.held.is_set(), f"never reached {stage}: {stderr}"
@@ -79,15 +77,13 @@ def test_sigkill_at_each_stage_then_resume_submits_nothing_twice(fake_batch, tmp
     resumed = run_cli(args)
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert server.twice() == {}, f"submitted twice after a kill at {stage}"
-    assert len(server.submitted) == N_ITEMS * len(CONDITIONS)
+    assert len(server.submitted) == N_CALLS
     assert all(server.submitted[key] == 1 for key in before)
     assert sorted(server.batch_sizes()) == [2, 8, 8]
 
     clean = tmp_path / "uninterrupted"
     server.submitted.clear()
-    done = CliRunner().invoke(
-        app, [*medmisbench_args(server, data, clean, provider), *batch_flags("--batch-size", "8")]
-    )
+    done = CliRunner().invoke(app, medmisbench_batch_args(server, data, clean, "--batch-size", "8", provider=provider))
     assert done.exit_code == 0, done.output
     assert records(tmp_path / "killed") == records(clean)
     assert server.request_count == 0  # no synchronous call in any of the runs

@@ -15,10 +15,8 @@ from typer.testing import CliRunner
 from bench_core.cli.main import app
 from bench_core.kernel.batch_journal import BatchJournal
 from tests.bench_core.batch.scenario import (
-    CONDITIONS,
-    N_ITEMS,
-    batch_flags,
-    medmisbench_args,
+    N_CALLS,
+    medmisbench_batch_args,
     medmisbench_policy,
     records,
     write_medmisbench,
@@ -55,12 +53,12 @@ def test_errored_and_expired_requests_go_to_the_next_batch(fake_batch, tmp_path,
     data = write_medmisbench(tmp_path / "MEDMISQA.jsonl")
     server = fake_batch(_faulty, expire=_expires, steps=1)
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, [*medmisbench_args(server, data, out, provider), *batch_flags()])
+    result = CliRunner().invoke(app, medmisbench_batch_args(server, data, out, provider=provider))
     assert result.exit_code == 1, result.output  # one call failed for good (HTTP 400)
     assert server.request_count == 0  # no synchronous call
-    assert server.batch_sizes() == [N_ITEMS * len(CONDITIONS), 2]  # the second batch: the 500 and the expired one
+    assert server.batch_sizes() == [N_CALLS, 2]  # the second batch: the 500 and the expired one
     by_item = _by_item(out)
-    assert len(by_item) == N_ITEMS * len(CONDITIONS)
+    assert len(by_item) == N_CALLS
     flaky, bad, late = by_item["syn-001", "clean"], by_item["syn-002", "clean"], by_item["syn-003", "clean"]
     assert (flaky["status"], flaky["attempts"]) == ("ok", 2)
     assert [(e["attempt"], e["status"]) for e in flaky["errors"]] == [(1, 500)]
@@ -80,17 +78,17 @@ def test_sync_fallback_calls_what_the_batch_did_not_return(fake_batch, tmp_path,
     data = write_medmisbench(tmp_path / "MEDMISQA.jsonl")
     server = fake_batch(_faulty, expire=_expires, steps=1)
     out = tmp_path / "run"
-    args = [*medmisbench_args(server, data, out, provider), *batch_flags("--batch-fallback", "sync")]
+    args = medmisbench_batch_args(server, data, out, "--batch-fallback", "sync", provider=provider)
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1, result.output
-    assert server.batch_sizes() == [N_ITEMS * len(CONDITIONS)]  # one batch, then synchronous calls
+    assert server.batch_sizes() == [N_CALLS]  # one batch, then synchronous calls
     assert server.request_count == 2  # syn-001 and syn-003, clean: the 400 is not called again
     by_item = _by_item(out)
     assert by_item["syn-001", "clean"]["status"] == by_item["syn-003", "clean"]["status"] == "ok"
     assert by_item["syn-002", "clean"]["status"] == "failed"
     report = json.loads(CliRunner().invoke(app, ["report", str(out), "--json"]).stdout)
     usage = report["usage"]
-    assert (usage["batch"]["requests"], usage["sync"]["requests"]) == (N_ITEMS * len(CONDITIONS) - 3, 2)
+    assert (usage["batch"]["requests"], usage["sync"]["requests"]) == (N_CALLS - 3, 2)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -98,12 +96,12 @@ def test_batches_are_split_by_batch_size(fake_batch, tmp_path, provider):
     data = write_medmisbench(tmp_path / "MEDMISQA.jsonl")
     server = fake_batch(medmisbench_policy, steps=1, limits={provider: (5, 10_000_000)})
     out = tmp_path / "run"
-    args = [*medmisbench_args(server, data, out, provider), *batch_flags("--batch-size", "5")]
+    args = medmisbench_batch_args(server, data, out, "--batch-size", "5", provider=provider)
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert sorted(server.batch_sizes(), reverse=True) == [5, 5, 5, 3]
     assert server.refused == [] and server.twice() == {}
-    assert len(records(out)) == N_ITEMS * len(CONDITIONS)
+    assert len(records(out)) == N_CALLS
 
 
 def test_a_batch_over_the_providers_limit_is_refused_and_nothing_is_paid(fake_batch, tmp_path):
@@ -112,7 +110,7 @@ def test_a_batch_over_the_providers_limit_is_refused_and_nothing_is_paid(fake_ba
     data = write_medmisbench(tmp_path / "MEDMISQA.jsonl", n=2)
     server = fake_batch(medmisbench_policy, steps=1, limits={"openai": (5, 10_000_000)})
     out = tmp_path / "run"
-    args = [*medmisbench_args(server, data, out), *batch_flags("--max-attempts", "2")]
+    args = medmisbench_batch_args(server, data, out, "--max-attempts", "2")
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1, result.output
     assert len(server.refused) == 2 and server.batches == {} and not server.submitted
@@ -129,12 +127,12 @@ def test_a_create_whose_answer_was_lost_is_looked_up_before_it_is_sent_again(fak
     server = fake_batch(medmisbench_policy, steps=1)
     server.fail_after_create = {provider}
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, [*medmisbench_args(server, data, out, provider), *batch_flags()])
+    result = CliRunner().invoke(app, medmisbench_batch_args(server, data, out, provider=provider))
     assert result.exit_code == 0, result.output
     assert not server.fail_after_create  # the fault happened
-    assert server.batch_sizes() == [N_ITEMS * len(CONDITIONS)] and server.twice() == {}
+    assert server.batch_sizes() == [N_CALLS] and server.twice() == {}
     assert "found batch" in result.output
-    assert [r["status"] for r in records(out)] == ["ok"] * N_ITEMS * len(CONDITIONS)
+    assert [r["status"] for r in records(out)] == ["ok"] * N_CALLS
 
 
 def test_batches_are_split_by_the_byte_limit(fake_batch, tmp_path):

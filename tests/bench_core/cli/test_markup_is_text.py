@@ -6,14 +6,14 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from bench_core.cli.main import app
-from tests.bench_core.batch.scenario import write_medmisbench
-from tests.bench_core.medmisbench.test_kill_and_resume import N_ITEMS, _args, _policy
+from tests.bench_core.batch.scenario import medmisbench_policy, write_medmisbench
+from tests.bench_core.medmisbench.test_kill_and_resume import N_ITEMS, _args
 
 
 def test_markup_in_a_label_and_a_file_name_is_printed_as_is(fake_openai, tmp_path):
     data = tmp_path / "MEDMISQA [v2].jsonl"
     write_medmisbench(data, N_ITEMS)
-    server = fake_openai(_policy)
+    server = fake_openai(medmisbench_policy)
     out = tmp_path / "run [b]"
     args = [a for a in _args(server, data, out) if a != "--no-progress"]  # the progress bar shows the label
     result = CliRunner().invoke(app, [*args, "--label", "[/b]model[red]", "--limit", "2"])

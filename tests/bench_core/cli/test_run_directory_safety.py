@@ -22,16 +22,16 @@ from typer.testing import CliRunner
 
 from bench_core.cli.main import app
 from bench_core.kernel.rundir import LOCK_FILE
-from tests.bench_core.batch.scenario import write_medmisbench
+from tests.bench_core.batch.scenario import medmisbench_policy, write_medmisbench
 from tests.bench_core.interrupt import ROOT, start_cli
-from tests.bench_core.medmisbench.test_kill_and_resume import N_ITEMS, _args, _policy
+from tests.bench_core.medmisbench.test_kill_and_resume import N_ITEMS, _args
 
 
 def _scenario(fake_openai, tmp_path: Path, **server: Any) -> tuple[Path, Any, Path]:
     """The kill-and-resume items, a fake server answering them, and the run directory: (data, server, out)."""
     data = tmp_path / "MEDMISQA.jsonl"
     write_medmisbench(data, N_ITEMS)
-    return data, fake_openai(_policy, **server), tmp_path / "run"
+    return data, fake_openai(medmisbench_policy, **server), tmp_path / "run"
 
 
 def _wait_for(predicate, seconds: float = 60) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import signal
 from collections import Counter
@@ -13,32 +12,33 @@ from bench_core.cli.main import app
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.prompts import get_template
 from bench_core.medmisbench.run import prepare_items
-from tests.bench_core.batch.scenario import write_medmisbench
+from tests.bench_core.batch.scenario import medmisbench_policy, write_medmisbench
 from tests.bench_core.interrupt import interrupt_cli, run_cli
 from tests.bench_core.medmisbench.scenario import prompts, run_args
-from tests.fakes.openai_server import Reply
 
 CONCURRENCY = 4
 N_ITEMS = 40
 CONDITIONS = ["clean", "type1", "type2"]
 
 
-def _policy(received):
-    """A deterministic 'model': the answer depends only on the prompt text."""
-    digest = int(hashlib.sha256(received.last_user_text.encode()).hexdigest(), 16)
-    return Reply(content=json.dumps({"thinking_process": "hash", "answer_letter": "ABCD"[digest % 4]}))
-
-
 def _args(server, data, out):
     return run_args(data, server.url, out, "--concurrency", str(CONCURRENCY), "--no-progress")
 
 
+def _interrupted(fake_openai, tmp_path, name, *, after_requests, sig):
+    """A run of ``N_ITEMS`` items on a slow server, sent ``sig`` once it has made ``after_requests`` requests:
+    (server, data, run directory, return code, stderr)."""
+    data = write_medmisbench(tmp_path / "MEDMISQA.jsonl", N_ITEMS)
+    server = fake_openai(medmisbench_policy, latency=0.03)
+    out = tmp_path / name
+    returncode, stderr = interrupt_cli(_args(server, data, out), server, after_requests=after_requests, sig=sig)
+    return server, data, out, returncode, stderr
+
+
 def test_sigkill_then_resume_repeats_only_in_flight_calls(fake_openai, tmp_path):
-    data = tmp_path / "MEDMISQA.jsonl"
-    write_medmisbench(data, N_ITEMS)
-    server = fake_openai(_policy, latency=0.03)
-    out = tmp_path / "killed"
-    returncode, stderr = interrupt_cli(_args(server, data, out), server, after_requests=40, sig=signal.SIGKILL)
+    server, data, out, returncode, stderr = _interrupted(
+        fake_openai, tmp_path, "killed", after_requests=40, sig=signal.SIGKILL
+    )
     assert returncode == -signal.SIGKILL, stderr
     done_before = {
         (json.loads(line)["key"]["item"], json.loads(line)["key"]["condition"])
@@ -76,11 +76,9 @@ def test_sigkill_then_resume_repeats_only_in_flight_calls(fake_openai, tmp_path)
 
 
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(fake_openai, tmp_path):
-    data = tmp_path / "MEDMISQA.jsonl"
-    write_medmisbench(data, N_ITEMS)
-    server = fake_openai(_policy, latency=0.03)
-    out = tmp_path / "interrupted"
-    returncode, stderr = interrupt_cli(_args(server, data, out), server, after_requests=20, sig=signal.SIGINT)
+    _server, _data, out, returncode, stderr = _interrupted(
+        fake_openai, tmp_path, "interrupted", after_requests=20, sig=signal.SIGINT
+    )
     assert returncode == 130, stderr
     assert "interrupted" in stderr and "run the same command again to resume" in stderr
     assert "Traceback" not in stderr

@@ -174,14 +174,18 @@ def test_ingest_command_writes_records_with_provenance(tmp_path):
     assert not (tmp_path / "n.json").exists()
 
 
-@pytest.mark.parametrize("when", ["last tuesday", "2026-02-30", "03/01/2026", "2026-3-1", "2026-03-01T25:00", ""])
-def test_a_retrieval_date_that_is_not_iso_8601_is_refused_and_nothing_is_written(tmp_path, when):
+def _ingest_retrieved_at(tmp_path, when):
+    """``ingest trojan`` of one record with ``--retrieved-at when``: (the records file it names, the result)."""
     data = tmp_path / "t.json"
     data.write_text(json.dumps([_record(1)]))
     out = tmp_path / "records.json"
-    result = CliRunner().invoke(
-        app, ["ingest", "trojan", "--data", str(data), "--out", str(out), "--retrieved-at", when]
-    )
+    args = ["ingest", "trojan", "--data", str(data), "--out", str(out), "--retrieved-at", when]
+    return out, CliRunner().invoke(app, args)
+
+
+@pytest.mark.parametrize("when", ["last tuesday", "2026-02-30", "03/01/2026", "2026-3-1", "2026-03-01T25:00", ""])
+def test_a_retrieval_date_that_is_not_iso_8601_is_refused_and_nothing_is_written(tmp_path, when):
+    out, result = _ingest_retrieved_at(tmp_path, when)
     assert result.exit_code == 2
     assert "--retrieved-at: expected an ISO 8601 date (YYYY-MM-DD) or date and time" in result.stderr
     assert repr(when) in result.stderr and "Traceback" not in result.output
@@ -206,12 +210,7 @@ def test_a_declared_generated_at_that_is_not_a_date_is_refused_naming_file_line_
     "when", ["2026-03-01", "2026-03-01T09:30:00Z", "2026-03-01T09:30", "2026-03-01 09:30:15.5+01:00"]
 )
 def test_iso_dates_and_datetimes_are_written_as_given(tmp_path, when):
-    data = tmp_path / "t.json"
-    data.write_text(json.dumps([_record(1)]))
-    out = tmp_path / "records.json"
-    result = CliRunner().invoke(
-        app, ["ingest", "trojan", "--data", str(data), "--out", str(out), "--retrieved-at", when]
-    )
+    out, result = _ingest_retrieved_at(tmp_path, when)
     assert result.exit_code == 0, result.output
     provenance = json.loads(out.read_text())["provenance"]
     assert (provenance["retrieved_at"], provenance["retrieved_at_source"]) == (when, "given")
