@@ -39,14 +39,27 @@ def ratings_matrix(
     Refuses non-numeric scores, scores outside ``categories`` and a rater scoring one unit twice
     (the export holds only the annotation revision in force, so a duplicate is a data error).
     """
-    require_columns(data, [unit, rater, score], what="agreement input")
-    values = numeric_scores(data, score, allowed=categories, row_offset=row_offset)
-    long = pd.DataFrame({"unit": data[unit].to_numpy(), "rater": data[rater].to_numpy(), "score": values.to_numpy()})
-    long = long.loc[long["score"].notna()]  # the index stays the frame position, for messages naming the line
-    units, raters = long["unit"].to_numpy(), long["rater"].to_numpy()
-    _refuse_missing_ids(units, raters, long.index.to_numpy(), unit, rater, score, row_offset)
-    _refuse_repeats(units, raters, units, raters, long.index.to_numpy(), score, row_offset)
+    units, raters, values, positions = _scored_rows(data, unit, rater, score, categories, row_offset)
+    _refuse_repeats(units, raters, units, raters, positions, score, row_offset)
+    long = pd.DataFrame({"unit": units, "rater": raters, "score": values})
     return long.pivot(index="unit", columns="rater", values="score")
+
+
+def _scored_rows(
+    data: pd.DataFrame, unit: str, rater: str, score: str, categories: Sequence[float], row_offset: RowOffset
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Units, raters, scores and frame positions of the scored rows, after the checks every table of them needs.
+
+    The columns exist, scores are numbers within ``categories`` and every scored row names its unit and
+    rater; the positions let a later refusal name the row's line.
+    """
+    require_columns(data, [unit, rater, score], what="agreement input")
+    values = numeric_scores(data, score, allowed=categories, row_offset=row_offset).to_numpy(dtype=float)
+    keep = ~np.isnan(values)
+    units, raters, positions = data[unit].to_numpy()[keep], data[rater].to_numpy()[keep], np.flatnonzero(keep)
+    if pd.isna(units).any() or pd.isna(raters).any():
+        _refuse_missing_ids(units, raters, positions, unit, rater, score, row_offset)
+    return units, raters, values[keep], positions
 
 
 def _refuse_missing_ids(
@@ -129,20 +142,13 @@ def unit_counts(
     rater and unit), done on the long rows, so nothing of size units x raters is ever built.
     """
     categories = tuple(sorted(float(c) for c in categories))
-    require_columns(data, [unit, rater, score], what="agreement input")
-    values = numeric_scores(data, score, allowed=categories, row_offset=row_offset).to_numpy(dtype=float)
-    keep = ~np.isnan(values)
-    units = data[unit].to_numpy()[keep]
-    raters = data[rater].to_numpy()[keep]
-    values = values[keep]
-    if pd.isna(units).any() or pd.isna(raters).any():
-        _refuse_missing_ids(units, raters, np.flatnonzero(keep), unit, rater, score, row_offset)
+    units, raters, values, positions = _scored_rows(data, unit, rater, score, categories, row_offset)
     if units.dtype.kind in "iu":  # task ids: sorting the ids is cheaper than hashing then sorting them
         unit_index, unit_codes = np.unique(units, return_inverse=True)
     else:
         unit_codes, unit_index = pd.factorize(units, sort=True)
     rater_codes, _ = pd.factorize(raters)
-    _refuse_repeats(unit_codes, rater_codes, units, raters, np.flatnonzero(keep), score, row_offset)
+    _refuse_repeats(unit_codes, rater_codes, units, raters, positions, score, row_offset)
     q = len(categories)
     category_codes = np.searchsorted(np.asarray(categories), values)
     counts = np.bincount(unit_codes * q + category_codes, minlength=len(unit_index) * q).reshape(-1, q)

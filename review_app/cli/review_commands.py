@@ -394,20 +394,21 @@ def user_passwd(
 @friendly_errors
 def user_deactivate(username: Annotated[str, typer.Argument(help="Account to deactivate.")]) -> None:
     """Deactivate an account: it can no longer sign in (its work is kept)."""
-    from review_app.services import accounts
-
-    accounts.set_active(engine(), username, False, actor=actor())
-    console.print(f"deactivated {username!r}")
+    _set_active(username, False)
 
 
 @user_app.command("activate")
 @friendly_errors
 def user_activate(username: Annotated[str, typer.Argument(help="Account to reactivate.")]) -> None:
     """Reactivate an account."""
+    _set_active(username, True)
+
+
+def _set_active(username: str, active: bool) -> None:
     from review_app.services import accounts
 
-    accounts.set_active(engine(), username, True, actor=actor())
-    console.print(f"activated {username!r}")
+    accounts.set_active(engine(), username, active, actor=actor())
+    console.print(f"{'activated' if active else 'deactivated'} {username!r}")
 
 
 @user_app.command("role")

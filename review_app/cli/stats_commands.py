@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, Protocol, TypeVar
 
@@ -136,6 +136,14 @@ def _report(compute: Callable[[], R], *, as_json: bool, show: Callable[[R], None
         show(result)
 
 
+def _print_remarks(*, notes: Sequence[str] = (), warnings: Sequence[str] = ()) -> None:
+    """The notes, then the warnings, under a result's table: one marked line each, so they read alike."""
+    for note in notes:
+        console.print(f"[cyan]note:[/cyan] {escape(note)}")
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+
+
 def _fmt(value: object, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
@@ -211,8 +219,7 @@ def _agreement_table(result: AgreementResult, score: str, weights: str) -> None:
     for name, value in rows:
         table.add_row(escape(name), _fmt(value))
     console.print(table)
-    for warning in result.warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    _print_remarks(warnings=result.warnings)
 
 
 @app.command("harm-model")
@@ -306,10 +313,7 @@ def _harm_model_table(result: HarmModelResult, group: str) -> None:
         console.print(escape(f"penalty {result.penalty.key}: {result.penalty.describe()}"))
     if any(t.separated and t.estimable for t in result.terms):
         console.print(escape(f"* separated: the estimate is finite only through the {result.penalty.key} prior"))
-    for note in [*result.separation_notes(), *result.notes]:
-        console.print(f"[cyan]note:[/cyan] {escape(note)}")
-    for warning in result.warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    _print_remarks(notes=[*result.separation_notes(), *result.notes], warnings=result.warnings)
 
 
 @app.command("proportion")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pandas as pd
 from sqlalchemy import Engine
@@ -182,14 +182,16 @@ class AdjudicationView:
 # --- the queue and the view --------------------------------------------------------------------
 
 
+class QueueOptions(TypedDict, total=False):
+    """Which tasks a disagreement queue holds and how it names raters (defaults in :func:`disagreement_queue_head`)."""
+
+    include_unanimous: bool
+    open_only: bool
+    pseudonymise: bool
+
+
 def disagreement_queue(
-    engine: Engine,
-    study_name: str,
-    rubric: str,
-    *,
-    include_unanimous: bool = False,
-    open_only: bool = False,
-    pseudonymise: bool = True,
+    engine: Engine, study_name: str, rubric: str, **options: Unpack[QueueOptions]
 ) -> list[QueueEntry]:
     """Tasks of ``rubric`` with two or more ratings, most consequential disagreements first.
 
@@ -205,16 +207,7 @@ def disagreement_queue(
     page rerun does not rebuild it; only the task locks (changed in place, not part of the data
     version) are read on every call, in one indexed query.
     """
-    head = disagreement_queue_head(
-        engine,
-        study_name,
-        rubric,
-        include_unanimous=include_unanimous,
-        open_only=open_only,
-        pseudonymise=pseudonymise,
-        limit=None,
-    )
-    return list(head.entries)
+    return list(disagreement_queue_head(engine, study_name, rubric, limit=None, **options).entries)
 
 
 @dataclass(frozen=True)

@@ -261,14 +261,22 @@ def check_decision(
     return dict(sheet.scores)
 
 
-def _conflict(task_id: int, expected: int, latest: Adjudication | None, names: Mapping[int, str]) -> Conflict:
+def _latest(session: Session, task_id: int) -> Adjudication | None:
+    """The newest version of the decision on a task (None before the first)."""
+    return session.exec(
+        select(Adjudication).where(Adjudication.task_id == task_id).order_by(Adjudication.version.desc())
+    ).first()
+
+
+def _conflict(session: Session, task_id: int, expected: int, latest: Adjudication | None) -> Conflict:
+    """The refusal of a decision based on version ``expected`` when ``latest`` is the newest, naming who decided."""
     if latest is None or latest.version < expected:
         current = latest.version if latest else 0
         return Conflict(
             f"task {task_id} has no adjudication version {expected} (the latest is version {current}); "
             "reload the task and try again"
         )
-    who = names.get(latest.adjudicator_id, f"user {latest.adjudicator_id}")
+    who = lead_names(session, {latest.adjudicator_id}).get(latest.adjudicator_id, f"user {latest.adjudicator_id}")
     when = latest.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     return Conflict(
         f"task {task_id} was adjudicated meanwhile by {who} at {when} (version {latest.version}, "
@@ -305,11 +313,8 @@ def adjudicate(
         # Only reachable if two inserts of one version slip past the row lock; the unique
         # constraint refused the second one.
         with read_session(engine) as session:
-            latest = session.exec(
-                select(Adjudication).where(Adjudication.task_id == task_id).order_by(Adjudication.version.desc())
-            ).first()
-            names = lead_names(session, {latest.adjudicator_id} if latest else set())
-        raise _conflict(task_id, expected_version, latest, names) from None
+            conflict = _conflict(session, task_id, expected_version, _latest(session, task_id))
+        raise conflict from None
 
 
 def _adjudicate(engine, task_id, actor, final_scores, status, rationale, expected) -> AdjudicationRecord:
@@ -320,14 +325,10 @@ def _adjudicate(engine, task_id, actor, final_scores, status, rationale, expecte
             raise NotFound(f"no task {task_id}")
         lead = require_adjudicating_lead(session, actor, session.get(Study, task.study_id))
         lead_id = _system_id(session, lead)
-        latest = session.exec(
-            select(Adjudication).where(Adjudication.task_id == task.id).order_by(Adjudication.version.desc())
-        ).first()
+        latest = _latest(session, task.id)
         current = latest.version if latest else 0
         if current != expected:
-            raise _conflict(
-                task.id, expected, latest, lead_names(session, {latest.adjudicator_id} if latest else set())
-            )
+            raise _conflict(session, task.id, expected, latest)
         study = session.get(Study, task.study_id)
         rubric = get_rubric(task.rubric)
         frame = load_annotations(session, study, rubric=task.rubric, task_ids=[task.id])

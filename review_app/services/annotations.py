@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
@@ -225,17 +226,24 @@ def frame_columns(rubric_keys: Iterable[str]) -> list[str]:
     return [*LEADING_COLUMNS, *dimension_columns(rubric_keys), *CONTEXT_COLUMNS, *EXTRA_COLUMNS]
 
 
+class AnnotationQuery(TypedDict, total=False):
+    """Which annotations of a study to read and how to name their raters (defaults in :func:`_fetch`).
+
+    ``rubric``: one of the study's rubrics (all when None); ``pseudonymise``: R01, R02, ... rather than
+    usernames; ``task_ids``: these tasks only; ``gold``: ``exclude``, ``only`` or ``include`` the gold tasks;
+    ``labels`` and ``read_only``: see :func:`load_annotations`.
+    """
+
+    rubric: str | None
+    pseudonymise: bool
+    task_ids: Iterable[int] | None
+    gold: str
+    labels: dict[int, str] | None
+    read_only: bool
+
+
 def load_annotations(
-    session: Session,
-    study: Study,
-    *,
-    rubric: str | None = None,
-    pseudonymise: bool = True,
-    task_ids: Iterable[int] | None = None,
-    gold: str = "exclude",
-    labels: dict[int, str] | None = None,
-    read_only: bool = False,
-    task_targets: bool = False,
+    session: Session, study: Study, *, task_targets: bool = False, **query: Unpack[AnnotationQuery]
 ) -> pd.DataFrame:
     """:func:`annotations_frame` inside the caller's session (one snapshot with other reads).
 
@@ -248,18 +256,7 @@ def load_annotations(
     pending tasks from it without reading the study's tasks a second time.
     """
     extra = (TASK_TARGETS,) if task_targets else ()
-    fetched = _fetch(
-        session,
-        study,
-        rubric=rubric,
-        pseudonymise=pseudonymise,
-        task_ids=task_ids,
-        gold=gold,
-        labels=labels,
-        read_only=read_only,
-        extra=extra,
-    )
-    return _frame(*fetched, extra=extra)
+    return _frame(*_fetch(session, study, extra=extra, **query), extra=extra)
 
 
 def _fetch(

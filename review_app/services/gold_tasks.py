@@ -35,26 +35,28 @@ FINAL_STATUSES = ("unanimous", "adjudicated")
 
 
 @dataclass(frozen=True)
-class GoldInfo:
-    """A gold task of the study as the lead sees it."""
+class _ExpectedScores:
+    """A task of the study and the scores a gold task expects of its raters."""
 
     task_id: int
     unit_key: str
     rubric: str
     expected_scores: dict[str, int]
+
+
+@dataclass(frozen=True)
+class GoldInfo(_ExpectedScores):
+    """A gold task of the study as the lead sees it."""
+
     source: str
     source_task_id: int | None
     ratings: int
 
 
 @dataclass(frozen=True)
-class GoldCandidate:
-    """A task of this study whose unit has a final decision in another study."""
+class GoldCandidate(_ExpectedScores):
+    """A task of this study whose unit has a final decision in another study (its scores, expected if made gold)."""
 
-    task_id: int
-    unit_key: str
-    rubric: str
-    expected_scores: dict[str, int]
     source_study: str
     source_task_id: int
     status: str

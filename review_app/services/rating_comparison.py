@@ -21,6 +21,7 @@ from review_app.analysis.layout import DEFAULT_COLUMNS as C
 from review_app.analysis.layout import split_flags
 from review_app.analysis.rubric_b import CORRECTNESS, HARM, OUTCOME_CLASSES, UPTAKE, classify
 from review_app.rubrics import Dimension, Rubric, get_rubric
+from review_app.services.own_assignment import Submitted
 
 _CLASS_LABELS = {c.key: c.label for c in OUTCOME_CLASSES}
 # Characters of a queue row's summary (Comparison.summary): one line of the queue's reason column at 1366 px.
@@ -28,17 +29,11 @@ SUMMARY_CHARS = 52
 
 
 @dataclass(frozen=True)
-class Rating:
-    """One rater's annotation in force on a task, under their pseudonym (or username)."""
+class Rating(Submitted):
+    """One rater's annotation in force on a task, under their pseudonym (or username), as a lead compares it."""
 
     rater: str
     slot: int
-    annotation_id: int
-    revision: int
-    scores: dict[str, int]
-    flags: tuple[str, ...]
-    comment: str
-    seconds_on_task: float
     submitted_at: datetime
     outcome_class: str | None = None  # Rubric B only
 

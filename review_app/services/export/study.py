@@ -32,7 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pandas as pd
 from sqlalchemy import Engine, func
@@ -446,18 +446,20 @@ def export_name(study_name: str) -> str:
     return f"medrev-export-{slug}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
 
 
+class ExportOptions(TypedDict, total=False):
+    """What an export holds and who makes it: the keywords of :func:`export_study` (defaults there)."""
+
+    formats: Sequence[str] | str
+    real_names: bool
+    n_boot: int
+    seed: int
+    actor: Actor | Reviewer | int
+    actor_id: int | None
+    pending: str
+
+
 def export_archive(
-    engine: Engine,
-    study_name: str,
-    *,
-    formats: Sequence[str] | str = EXPORT_FORMATS,
-    real_names: bool = False,
-    n_boot: int = DEFAULT_N_BOOT,
-    seed: int = 0,
-    actor: Actor | Reviewer | int = SYSTEM,
-    actor_id: int | None = None,
-    progress: ProgressCallback | None = None,
-    pending: str = "exclude",
+    engine: Engine, study_name: str, *, progress: ProgressCallback | None = None, **options: Unpack[ExportOptions]
 ) -> ExportArchive:
     """The export as one zip, for a download button (same content as :func:`export_study`).
 
@@ -467,19 +469,7 @@ def export_archive(
     name = export_name(study_name)
     report = Progress(progress)
     with tempfile.TemporaryDirectory() as tmp:
-        result = export_study(
-            engine,
-            study_name,
-            Path(tmp) / name,
-            formats=formats,
-            real_names=real_names,
-            n_boot=n_boot,
-            seed=seed,
-            actor=actor,
-            actor_id=actor_id,
-            progress=report.span(0.0, 0.9),
-            pending=pending,
-        )
+        result = export_study(engine, study_name, Path(tmp) / name, progress=report.span(0.0, 0.9), **options)
         zipped = Path(tmp) / f"{name}.zip"
         paths = [path for path in sorted(result.out_dir.rglob("*")) if path.is_file()]
         total = max(sum(path.stat().st_size for path in paths), 1)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, TypeGuard
 
 from sqlalchemy import Engine, tuple_
 from sqlmodel import Session, select
@@ -163,6 +163,22 @@ def limit_issues(model, row: dict[str, Any], file: str, line: int | None, fields
     ]
 
 
+def admit(
+    row: dict[str, Any] | RowIssue, model, file: str, line: int | None, fields: dict[str, str], issues: list[RowIssue]
+) -> TypeGuard[dict[str, Any]]:
+    """Whether a prepared row can be stored; when not, why goes to ``issues``.
+
+    ``row`` is a row of ``model`` or the problem found preparing it; a row is refused for the values the
+    database cannot store too (:func:`limit_issues`), so every importer checks its rows one way.
+    """
+    if isinstance(row, RowIssue):
+        issues.append(row)
+        return False
+    problems = limit_issues(model, row, file, line, fields)
+    issues += problems
+    return not problems
+
+
 def content_hash(value: Any) -> str:
     """SHA-256 of a canonical JSON rendering: equal content, equal hash, whatever the key order."""
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
@@ -178,6 +194,41 @@ def file_sha256(path: Path) -> str:
 
 
 Body = Callable[[Session], list[ImportSummary]]
+# What an import does once its file is read and checked: path, actor, via, skip_bad_rows -> its transaction's body.
+Plan = Callable[[Path, Actor, str, bool], Body]
+
+
+class ImportOptions(TypedDict, total=False):
+    """The keywords of every ``import_*`` function: who imports and how (defaults in :func:`run_import`).
+
+    ``actor``: the importing account (leads and admins). ``via``: the label the import batch keeps when no
+    account acts (``cli``; the Import page's uploads ``app``). ``dry_run``: everything is validated and
+    counted in a transaction that is rolled back. ``skip_bad_rows``: the good rows are imported and the
+    bad ones reported in the summary, instead of refusing the file.
+    """
+
+    actor: Required[Actor]
+    via: str
+    dry_run: bool
+    skip_bad_rows: bool
+
+
+def run_import(
+    engine: Engine,
+    plan: Plan,
+    path: str | Path,
+    analyze: tuple[str, ...],
+    *,
+    actor: Actor,
+    via: str = "cli",
+    dry_run: bool = False,
+    skip_bad_rows: bool = False,
+) -> list[ImportSummary]:
+    """Read and check ``path`` (``plan``), then import it in one transaction (:func:`in_transaction`).
+
+    The one place the :class:`ImportOptions` take their defaults, so every kind of import reads them alike.
+    """
+    return in_transaction(engine, dry_run, plan(Path(path), actor, via, skip_bad_rows), analyze)
 
 
 def in_transaction(engine: Engine, dry_run: bool, body: Body, analyze: tuple[str, ...] = ()) -> list[ImportSummary]:

@@ -16,18 +16,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bench_core.kernel.errors import DatasetError, InputError, RowIssue
 from bench_core.kernel.tabular import iter_rows
-from bench_core.medmisbench import DEFAULT_SEED
 from review_app.services.actors import Actor
 from review_app.services.errors import InvalidInput
 from review_app.services.import_files import byte_problems, file_problem, source_files
-from review_app.services.importing.common import ImportRefused, ImportSummary, in_transaction
+from review_app.services.importing.common import ImportOptions, ImportRefused, ImportSummary, Plan, in_transaction
 from review_app.services.importing.items import plan_items
 from review_app.services.importing.responses import RESPONSE_ALIASES, plan_responses
 from review_app.services.importing.roster import plan_roster
@@ -96,19 +95,10 @@ class StudyImport:
 
 
 def import_path(
-    engine: Engine,
-    path: str | Path,
-    *,
-    kind: str | None = None,
-    actor: Actor,
-    via: str = "cli",
-    dry_run: bool = False,
-    skip_bad_rows: bool = False,
+    engine: Engine, path: str | Path, *, kind: str | None = None, **options: Unpack[ImportOptions]
 ) -> list[ImportSummary]:
     """Import a file, a folder of subset files or a bench run directory (``kind`` detected if None)."""
-    return import_into_study(
-        engine, path, kind=kind, actor=actor, via=via, dry_run=dry_run, skip_bad_rows=skip_bad_rows
-    ).summaries
+    return import_into_study(engine, path, kind=kind, **options).summaries
 
 
 def import_into_study(
@@ -138,13 +128,14 @@ def import_into_study(
         study, rubrics = studies.check_new_study(study, rubrics)
     if kind in ("run", "judge") and not path.is_dir():
         raise InvalidInput(f"{path}: a {kind} import needs a run directory, not a file")
-    plan = {
-        "run": lambda: plan_run(path, actor, via, skip_bad_rows),
-        "judge": lambda: plan_judge(path, actor, via),
-        "items": lambda: plan_items(path, DEFAULT_SEED, actor, via, skip_bad_rows),
-        "responses": lambda: plan_responses(path, actor, via, skip_bad_rows),
-        "roster": lambda: plan_roster(path, actor, via, skip_bad_rows),
-    }[kind]()
+    plans: dict[str, Plan] = {
+        "run": plan_run,
+        "judge": lambda run_dir, by, via, _skip: plan_judge(run_dir, by, via),  # a judge audit skips no row
+        "items": plan_items,
+        "responses": plan_responses,
+        "roster": plan_roster,
+    }
+    plan = plans[kind](path, actor, via, skip_bad_rows)
     outcome: dict[str, Any] = {}
 
     def body(session: Session) -> list[ImportSummary]:
@@ -210,26 +201,18 @@ def preview_upload(filename: str, data: bytes, *, limit: int = 20) -> list[dict[
 
 
 def import_upload(
-    engine: Engine,
-    filename: str,
-    data: bytes,
-    *,
-    kind: str | None = None,
-    actor: Actor,
-    via: str = "app",
-    dry_run: bool = False,
-    skip_bad_rows: bool = False,
+    engine: Engine, filename: str, data: bytes, *, kind: str | None = None, **options: Unpack[ImportOptions]
 ) -> list[ImportSummary]:
     """``import_path`` for a file uploaded through the app: the same checks and messages as
-    ``medrev review import``, naming the file as uploaded; the temporary copy is always removed.
+    ``medrev review import``, naming the file as uploaded (``via`` is ``app`` unless said); the temporary
+    copy is always removed.
     """
+    options.setdefault("via", "app")
     if kind is not None and kind not in UPLOAD_KINDS:
         raise InvalidInput(f"a {kind} import needs a run directory; use `medrev review import DIRECTORY` for it")
     with _uploaded(filename, data) as path:
         try:
-            summaries = import_path(
-                engine, path, kind=kind, actor=actor, via=via, dry_run=dry_run, skip_bad_rows=skip_bad_rows
-            )
+            summaries = import_path(engine, path, kind=kind, **options)
         except ImportRefused as exc:
             raise ImportRefused([_renamed(i, path) for i in exc.issues], hint=exc.hint) from None
         except (InvalidInput, DatasetError, InputError) as exc:

@@ -7,8 +7,9 @@ is refused rather than silently replacing what reviewers scored.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy import Engine
 from sqlmodel import Session
@@ -20,15 +21,16 @@ from review_app.services.actors import Actor
 from review_app.services.importing.common import (
     Body,
     Importer,
+    ImportOptions,
     ImportRefused,
     ImportSummary,
+    admit,
     content_hash,
     existing_hashes,
     importer,
-    in_transaction,
-    limit_issues,
     read_rows,
     refuse_faults,
+    run_import,
     write_batch,
 )
 
@@ -69,28 +71,26 @@ def item_row(item: MCQItem, *, target_seed: int = DEFAULT_SEED, target: str | No
 
 
 def import_items(
-    engine: Engine,
-    path: str | Path,
-    *,
-    target_seed: int = DEFAULT_SEED,
-    actor: Actor,
-    via: str = "cli",
-    dry_run: bool = False,
-    skip_bad_rows: bool = False,
+    engine: Engine, path: str | Path, *, target_seed: int = DEFAULT_SEED, **options: Unpack[ImportOptions]
 ) -> ImportSummary:
     """Import items in the released MedMisBench format (a file or a folder of subset files).
 
     With ``dry_run`` everything is validated and counted in a transaction that is rolled back;
     with ``skip_bad_rows`` the good rows are imported and the bad ones reported in the summary.
     """
-    body = plan_items(Path(path), target_seed, actor, via, skip_bad_rows)
-    (summary,) = in_transaction(engine, dry_run, body, ("item",))
+    (summary,) = run_import(engine, partial(plan_items, target_seed=target_seed), path, ("item",), **options)
     return summary
 
 
-def plan_items(path: Path, target_seed: int, actor: Actor, via: str, skip: bool) -> Body:
+def plan_items(path: Path, actor: Actor, via: str, skip: bool, *, target_seed: int = DEFAULT_SEED) -> Body:
     rows, issues = prepare_items(path, target_seed=target_seed)
-    return lambda session: [_import_items_in(session, rows, issues, path, actor, via, skip)]
+
+    def body(session: Session) -> list[ImportSummary]:
+        who = importer(session, actor, via)
+        new, kept, skipped = write_items(session, rows, path, who=who, issues=issues, skip=skip)
+        return [ImportSummary("items", str(path), kept, new, kept - new, skipped=skipped)]
+
+    return body
 
 
 def prepare_items(
@@ -116,25 +116,9 @@ def prepare_items(
             continue
         row = item_row(item, target_seed=target_seed)
         where = str(path / item.source_file) if path.is_dir() and item.source_file else str(path)
-        problems = limit_issues(Item, row, where, item.source_line, ITEM_FIELDS)
-        if problems:
-            issues += problems
-            continue
-        rows.append((item, row))
+        if admit(row, Item, where, item.source_line, ITEM_FIELDS, issues):
+            rows.append((item, row))
     return rows, issues
-
-
-def _import_items_in(
-    session: Session,
-    rows: list[tuple[MCQItem | None, dict[str, Any]]],
-    issues: list[RowIssue],
-    path: Path,
-    actor: Actor,
-    via: str,
-    skip: bool,
-) -> ImportSummary:
-    new, kept, skipped = write_items(session, rows, path, who=importer(session, actor, via), issues=issues, skip=skip)
-    return ImportSummary("items", str(path), kept, new, kept - new, skipped=skipped)
 
 
 def write_items(

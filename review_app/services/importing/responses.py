@@ -7,7 +7,7 @@ may use the names bench runs and other tools write (``RESPONSE_ALIASES``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy import Engine
 from sqlmodel import Session, select
@@ -19,15 +19,16 @@ from review_app.services.actors import Actor
 from review_app.services.importing.common import (
     Body,
     Importer,
+    ImportOptions,
     ImportSummary,
     Rows,
+    admit,
     content_hash,
     existing_hashes,
     importer,
-    in_transaction,
-    limit_issues,
     read_rows,
     refuse_faults,
+    run_import,
     write_batch,
 )
 
@@ -57,22 +58,13 @@ _RESPONSE_COLUMNS = {alias for aliases in RESPONSE_ALIASES.values() for alias in
 _RESPONSE_COLUMNS |= {"subset", "condition", "target", "model", "run_id", "prompt_version", "config_hash", "endpoint"}
 
 
-def import_responses(
-    engine: Engine,
-    path: str | Path,
-    *,
-    actor: Actor,
-    via: str = "cli",
-    dry_run: bool = False,
-    skip_bad_rows: bool = False,
-) -> ImportSummary:
+def import_responses(engine: Engine, path: str | Path, **options: Unpack[ImportOptions]) -> ImportSummary:
     """Import model responses (JSONL/CSV: item_id, model, condition, response, reasoning, chosen, result).
 
     ``result`` is the automatic label: SUCCESS when the model chose the gold answer, FAIL
     otherwise; it is derived from ``chosen`` when absent and must agree with it when present.
     """
-    body = plan_responses(Path(path), actor, via, skip_bad_rows)
-    (summary,) = in_transaction(engine, dry_run, body, ("model_response",))
+    (summary,) = run_import(engine, plan_responses, path, ("model_response",), **options)
     return summary
 
 
@@ -89,14 +81,8 @@ def _import_responses_in(session: Session, read: Rows, path: Path, actor: Actor,
     rows: list[tuple[str, int, dict[str, Any]]] = []
     for file, line, raw in read.rows:
         result = _response_row(raw, items, file=file, line=line)
-        if isinstance(result, RowIssue):
-            issues.append(result)
-            continue
-        problems = limit_issues(ModelResponse, result, file, line, RESPONSE_FIELDS)
-        if problems:
-            issues += problems
-            continue
-        rows.append((file, line, result))
+        if admit(result, ModelResponse, file, line, RESPONSE_FIELDS, issues):
+            rows.append((file, line, result))
     new, kept, skipped = write_responses(session, rows, issues, path, who=who, skip=skip)
     return ImportSummary("responses", str(path), kept, new, kept - new, skipped=skipped)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic import ValidationError
 from sqlalchemy import Engine
@@ -22,12 +22,14 @@ from review_app.services.actors import Actor
 from review_app.services.errors import Conflict, ServiceError
 from review_app.services.importing.common import (
     Body,
+    Importer,
+    ImportOptions,
     ImportSummary,
+    admit,
     importer,
-    in_transaction,
-    limit_issues,
     read_rows,
     refuse_faults,
+    run_import,
     write_batch,
 )
 
@@ -74,15 +76,7 @@ def _roster_fields(lowered: dict[str, Any], file: str, line: int) -> dict[str, A
     return {"username": profile.username} | {k: getattr(profile, k) for k in raw}
 
 
-def import_roster(
-    engine: Engine,
-    path: str | Path,
-    *,
-    actor: Actor,
-    via: str = "cli",
-    dry_run: bool = False,
-    skip_bad_rows: bool = False,
-) -> ImportSummary:
+def import_roster(engine: Engine, path: str | Path, **options: Unpack[ImportOptions]) -> ImportSummary:
     """Import or update reviewer accounts from a roster (no passwords: set them with ``user passwd``).
 
     Columns: username (required), display_name and role (required for new accounts), email,
@@ -90,13 +84,13 @@ def import_roster(
     existing accounts unchanged; an empty cell in a present column clears the field (display_name
     and role cannot be cleared). Every row obeys the account rules for the importing user.
     """
-    (summary,) = in_transaction(engine, dry_run, plan_roster(Path(path), actor, via, skip_bad_rows))
+    (summary,) = run_import(engine, plan_roster, path, (), **options)
     return summary
 
 
 def plan_roster(path: Path, actor: Actor, via: str, skip: bool) -> Body:
     rows, issues = prepare_roster(path)
-    return lambda session: [_import_roster_in(session, rows, issues, path, actor, via, skip)]
+    return lambda session: [_write_roster(session, rows, issues, path, who=importer(session, actor, via), skip=skip)]
 
 
 def prepare_roster(path: Path) -> tuple[list[tuple[str, int, dict[str, Any]]], list[RowIssue]]:
@@ -115,12 +109,7 @@ def prepare_roster(path: Path) -> tuple[list[tuple[str, int, dict[str, Any]]], l
             issues.append(RowIssue(file, line, "password", "rosters must not carry passwords"))
             continue
         fields = _roster_fields(lowered, file, line)
-        if isinstance(fields, RowIssue):
-            issues.append(fields)
-            continue
-        problems = limit_issues(Reviewer, fields, file, line, _ROSTER_LIMIT_FIELDS)
-        if problems:
-            issues += problems
+        if not admit(fields, Reviewer, file, line, _ROSTER_LIMIT_FIELDS, issues):
             continue
         name = fields["username"]
         if name in seen:
@@ -131,18 +120,18 @@ def prepare_roster(path: Path) -> tuple[list[tuple[str, int, dict[str, Any]]], l
     return rows, issues
 
 
-def _import_roster_in(
+def _write_roster(
     session: Session,
     rows: list[tuple[str, int, dict[str, Any]]],
     issues: list[RowIssue],
     path: Path,
-    actor: Actor,
-    via: str,
+    *,
+    who: Importer,
     skip: bool,
 ) -> ImportSummary:
+    """Create or update the roster's accounts through the account rules, in the caller's transaction."""
     issues = list(issues)  # without skip, any issue rolls the whole transaction back at write_batch below
     new = updated = 0
-    who = importer(session, actor, via)
     me = session.get(Reviewer, who.id) if who.id is not None else None
     names = [fields["username"] for _f, _l, fields in rows]
     existing = {u.username: u for u in session.exec(select(Reviewer).where(Reviewer.username.in_(names)))}

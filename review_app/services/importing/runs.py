@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy import Engine, tuple_
 from sqlmodel import Session, select
@@ -22,14 +22,15 @@ from review_app.services.errors import InvalidInput
 from review_app.services.import_files import byte_problems, file_problem
 from review_app.services.importing.common import (
     Body,
+    ImportOptions,
     ImportRefused,
     ImportSummary,
     Rows,
     content_hash,
     importer,
-    in_transaction,
     limit_issues,
     refuse_faults,
+    run_import,
     settle,
     sorted_issues,
 )
@@ -85,15 +86,7 @@ def run_file_issues(run_dir: Path, names: Iterable[str], *, records: str | None 
     return Rows([], issues, fatal)
 
 
-def import_run(
-    engine: Engine,
-    run_dir: str | Path,
-    *,
-    actor: Actor,
-    via: str = "cli",
-    dry_run: bool = False,
-    skip_bad_rows: bool = False,
-) -> list[ImportSummary]:
+def import_run(engine: Engine, run_dir: str | Path, **options: Unpack[ImportOptions]) -> list[ImportSummary]:
     """Import a ``medrev bench run medmisbench`` directory: its items (with the run's Type 1 targets)
     and every finished response with its automatic FAIL/SUCCESS label, in one transaction.
 
@@ -102,8 +95,7 @@ def import_run(
     A damaged line in ``results.jsonl`` refuses the import (its response would be missing)
     unless ``skip_bad_rows``.
     """
-    body = plan_run(Path(run_dir), actor, via, skip_bad_rows)
-    return in_transaction(engine, dry_run, body, ("item", "model_response"))
+    return run_import(engine, plan_run, run_dir, ("item", "model_response"), **options)
 
 
 def plan_run(run_dir: Path, actor: Actor, via: str, skip_bad_rows: bool) -> Body:
