@@ -36,7 +36,7 @@ from bench_core.kernel.rundir import seeded_int
 from bench_core.medmisbench import taxonomy
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.items import MCQItem
-from bench_core.medmisbench.release import write_release
+from bench_core.medmisbench.release import ReleaseRefused, release_problems, write_release
 from bench_core.medmisbench.run import item_key
 
 PLAN_FILE = "sensitivity.json"
@@ -155,6 +155,9 @@ def prepare(
         "item_keys": [item_key(i) for i in items],
         "variants": {name: {"cycle": CYCLES.get(name)} for name in variants},
     }
+    problems = release_problems(items)
+    if problems:  # before anything is written: the reference benchmark must load under medrev's reading
+        raise ReleaseRefused(problems)
     path = out_dir / PLAN_FILE
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))

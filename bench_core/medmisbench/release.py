@@ -13,20 +13,27 @@ option N in the N-th column; the loader maps both back. Reading the files back w
 ``load_medmisbench`` gives the same items with their targets (all but the source file and line);
 the raw generator replies and attempts live in the generation directory's ``bundles.jsonl`` and
 ``outcomes.jsonl``.
+
+A release carries only items medrev's own reading accepts (``MCQItem.medrev_problems``, the checks the
+loader applies under the ``strict`` protocol and ``review import`` applies to every item): an item read
+under the authors' protocol that those checks refuse (a gold answer among no option, a sentence for an
+option that does not exist) is refused before anything is written, so every release loads under either
+protocol and imports for review.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import string
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from bench_core.kernel.errors import RowIssue
+from bench_core.kernel.rundir import write_atomic
 from bench_core.medmisbench import taxonomy
-from bench_core.medmisbench.data import OPTION_LETTERS
+from bench_core.medmisbench.data import OPTION_LETTERS, release_column
 from bench_core.medmisbench.items import MCQItem
 from bench_core.medmisbench.targets import DEFAULT_SEED, draw_type1_target
 
@@ -77,14 +84,48 @@ def release_row(item: MCQItem, *, seed: int = DEFAULT_SEED) -> dict[str, Any]:
     return row
 
 
+class ReleaseRefused(ValueError):
+    """Items a release must not carry; ``issues`` names each problem's source file, line and column."""
+
+    def __init__(self, issues: list[RowIssue], *, limit: int = 20) -> None:
+        self.issues = issues
+        shown = "\n".join(f"  - {issue}" for issue in issues[:limit])
+        more = f"\n  ... and {len(issues) - limit} more" if len(issues) > limit else ""
+        super().__init__(
+            f"release refused, nothing was written: {len(issues)} problem(s) medrev's own reading refuses "
+            f"(an item read under the authors' protocol cannot be released):\n{shown}{more}"
+        )
+
+
+def release_problems(items: Iterable[MCQItem]) -> list[RowIssue]:
+    """One issue per reason medrev's reading refuses an item (``MCQItem.medrev_problems``), naming the file and
+    line the item was read from and the released-format column at fault."""
+    return [
+        RowIssue(
+            item.source_file or f"{item.subset}/{item.id}",
+            item.source_line,
+            release_column(problem),
+            f"item {item.id!r} ({item.subset}): {problem.message}",
+        )
+        for item in items
+        for problem in item.medrev_problems()
+    ]
+
+
 def write_release(items: Iterable[MCQItem], out_dir: str | Path, *, seed: int = DEFAULT_SEED) -> list[Path]:
     """Write ``<SUBSET>.jsonl`` per subset under ``out_dir``, replacing the folder's earlier subset files.
 
     Each item's Type 1 target is its stored one, else drawn from ``seed`` (``draw_type1_target``).
-    Each file is written to a temporary name and renamed, and subset files of an earlier export
-    that this one no longer has are removed, so the folder always holds exactly one export.
+    Every item and row is checked first (``release_problems``: ``ReleaseRefused``; ``release_row``), so a
+    refused release writes nothing. Each file is written to a temporary name and renamed, and subset files
+    of an earlier export that this one no longer has are removed, so the folder always holds exactly one
+    export.
     """
     out_dir = Path(out_dir)
+    items = list(items)
+    problems = release_problems(items)
+    if problems:
+        raise ReleaseRefused(problems)
     by_subset: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for item in items:
         by_subset[item.subset].append(release_row(item, seed=seed))
@@ -92,13 +133,7 @@ def write_release(items: Iterable[MCQItem], out_dir: str | Path, *, seed: int = 
     written = []
     for subset, rows in sorted(by_subset.items()):
         path = out_dir / f"{subset}.jsonl"
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
         written.append(path)
     for stale in out_dir.glob("*.jsonl"):
         if stale not in written:

@@ -127,20 +127,31 @@ def demo(
 @app.command("app")
 @friendly_errors
 def app_(
-    host: Annotated[str | None, typer.Option(help="Address to serve on (STREAMLIT_SERVER_ADDRESS also works).")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            help="Address to serve on (STREAMLIT_SERVER_ADDRESS also works). The default, 127.0.0.1, lets in only "
+            "this computer: its reverse proxy (docs/deployment.md); 0.0.0.0 serves every network interface."
+        ),
+    ] = None,
     port: Annotated[int | None, typer.Option(help="Port to serve on (STREAMLIT_SERVER_PORT also works).")] = None,
 ) -> None:
-    """Start the review app on the configured database (migrated on first use)."""
+    """Start the review app on the configured database (migrated on first use), on 127.0.0.1 unless --host."""
     from review_app.config import get_settings
     from review_app.db.connect import get_engine
     from review_app.db.engine import read_only_reason
     from review_app.db.errors import safe_url
-    from review_app.ui.server import listen_address, run_app
+    from review_app.ui.server import LOOPBACK, listen_address, run_app
 
     url = get_settings().database_url
     engine = get_engine(url)  # connect and migrate now, so a database fault stops here in one sentence
-    address = listen_address(host, port)
+    address = listen_address(host, port, default_host=LOOPBACK)
     console.print(f"Review app on {address.describe()}, database {safe_url(url)}")
+    if address.local_only:
+        console.print(
+            "Reach it through a reverse proxy on this computer (docs/deployment.md), or serve other computers "
+            "directly with `medrev app --host 0.0.0.0`."
+        )
     reason = read_only_reason(engine)
     if reason is not None:
         console.print(

@@ -76,9 +76,18 @@ class ListenAddress:
         return f"{self.url}"
 
 
-def listen_address(host: str | None = None, port: int | None = None) -> ListenAddress:
-    """The address Streamlit will listen on, resolved by Streamlit's own configuration rules."""
+LOOPBACK = "127.0.0.1"
+
+
+def listen_address(host: str | None = None, port: int | None = None, *, default_host: str = "") -> ListenAddress:
+    """The address Streamlit will listen on, resolved by Streamlit's own configuration rules.
+
+    ``default_host`` stands in for Streamlit's own default (every interface) when no flag, no
+    ``STREAMLIT_SERVER_ADDRESS`` and no ``.streamlit/config.toml`` names an address: ``medrev app`` gives
+    ``LOOPBACK``, so a server is reached through its reverse proxy unless told otherwise (docs/deployment.md).
+    """
     from streamlit import config
+    from streamlit.config_option import ConfigOption
 
     flags: dict[str, object] = {}
     for option, value in (("server.address", host), ("server.port", port)):
@@ -87,7 +96,10 @@ def listen_address(host: str | None = None, port: int | None = None) -> ListenAd
         if value:
             flags[option] = value
     config.get_config_options(force_reparse=True, options_from_flags=flags)
-    return ListenAddress(str(config.get_option("server.address") or ""), int(config.get_option("server.port")))
+    address = str(config.get_option("server.address") or "")
+    if config.get_where_defined("server.address") == ConfigOption.DEFAULT_DEFINITION:
+        address = address or default_host
+    return ListenAddress(address, int(config.get_option("server.port")))
 
 
 def streamlit_command(host: str | None = None, port: int | None = None) -> list[str]:

@@ -135,3 +135,28 @@ def test_the_operator_acts_with_every_right_and_as_runs_under_an_accounts_rules(
     assert medrev("review", "user", "role", "l1", "--role", "reviewer").exit_code == 0
     out = medrev("review", "--as", "l1", "study", "create", "again")
     assert out.exit_code == 2 and "needs a lead or admin" in out.output
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "host"),
+    [
+        ((), {}, "127.0.0.1"),  # a hospital server: only its reverse proxy on the same host reaches the app
+        (("--host", "0.0.0.0"), {}, "0.0.0.0"),
+        ((), {"STREAMLIT_SERVER_ADDRESS": "10.1.2.3"}, "10.1.2.3"),
+    ],
+)
+def test_app_serves_loopback_unless_told_otherwise_and_prints_where(cli_db, tmp_path, monkeypatch, args, env, host):
+    from streamlit import config
+
+    from review_app.ui import server
+
+    started = []
+    monkeypatch.delenv("STREAMLIT_SERVER_ADDRESS", raising=False)
+    monkeypatch.setattr(server, "run_app", lambda address, url: started.append(address))
+    with monkeypatch.context() as here:
+        here.chdir(tmp_path)  # no .streamlit/config.toml naming an address
+        out = runner.invoke(app, ["app", "--port", "8765", *args], env=env)
+    config.get_config_options(force_reparse=True)  # listen_address parsed Streamlit's options in-process
+    assert out.exit_code == 0, out.output
+    assert started == [server.ListenAddress(host, 8765)]
+    assert out.output.startswith(f"Review app on http://{host}:8765")

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from sqlalchemy import Engine, tuple_
 from sqlmodel import Session, select
 
 from bench_core.kernel.errors import DatasetError, RowIssue
+from review_app.db.limits import row_problems
 from review_app.db.models import Item, ModelResponse
 from review_app.services.actors import Actor
 from review_app.services.errors import InvalidInput
@@ -36,6 +37,9 @@ from review_app.services.importing.common import (
 )
 from review_app.services.importing.items import ITEM_FIELDS, item_row, write_items
 from review_app.services.importing.responses import RESPONSE_FIELDS, write_responses
+
+if TYPE_CHECKING:
+    from bench_core.trojan import TrojanTrace
 
 JUDGE_SUBSET = "RETRACTED"
 
@@ -195,7 +199,8 @@ def plan_judge(path: Path, actor: Actor, via: str) -> Body:
     ``traces.jsonl``) for a judge audit: each record becomes an item of kind ``retracted`` and each
     (record, model) trace a response carrying the judge's label and rationale.
 
-    Flagged traces (no judge label) are imported too: clinicians can still give their label.
+    Flagged traces (no judge label) are imported too: clinicians can still give their label. A value the
+    database cannot store is named by the file, line and field it was read from (:func:`judge_sources`).
     """
     from bench_core.kernel.rundir import RUNS_FILE
     from bench_core.kernel.store import RESULTS_FILE
@@ -211,38 +216,18 @@ def plan_judge(path: Path, actor: Actor, via: str) -> Body:
         raise ImportRefused(exc.issues) from exc
     if not traces:
         raise ImportRefused([RowIssue(str(path), None, None, "the run holds no traces to import")])
+    record_sources, trace_sources = judge_sources(path, traces)
     records: dict[str, dict[str, Any]] = {}
+    issues: list[RowIssue] = []
     for trace in traces:
-        row: dict[str, Any] = {
-            "subset": JUDGE_SUBSET,
-            "external_id": trace.record_id,
-            "kind": "retracted",
-            "language": "en",
-            "question": trace.problem,
-            "options": [],
-            "gold_label": None,
-            "content_type": None,
-            "provenance": None,
-            "injections": None,
-            "target_label": None,
-            "payload": {
-                "title": trace.title,
-                "conclusion": trace.conclusion,
-                "problem": trace.problem,
-                "note": trace.note,
-                "isimpact": trace.isimpact,
-            },
-        }
-        row["content_hash"] = content_hash(row)
-        records.setdefault(trace.record_id, row)
-    issues = [
-        issue
-        for row in records.values()
-        for issue in limit_issues(Item, row, str(path), None, {"external_id": "record id"})
-    ]
-    for trace in traces:
-        partial = {"model": trace.model, "response_text": trace.model_response or "", "payload": trace.judge_rationale}
-        issues += limit_issues(ModelResponse, partial, str(path), None, {"response_text": "model_response"})
+        if trace.record_id in records:
+            continue
+        records[trace.record_id] = _record_row(trace)
+        where = record_sources.get(trace.record_id, (str(path / RECORDS_FILE), None, None))
+        issues += located_limit_issues(Item, records[trace.record_id], [where], {"external_id": "id"})
+    responses = [_trace_row(trace) for trace in traces]
+    for row, sources in zip(responses, trace_sources, strict=True):
+        issues += located_limit_issues(ModelResponse, row, sources, {"response_text": "model_response"})
     if issues:
         raise ImportRefused(sorted_issues(issues))
 
@@ -258,27 +243,11 @@ def plan_judge(path: Path, actor: Actor, via: str) -> Body:
             ).all()
         )
         rows = []
-        for number, trace in enumerate(traces, start=1):
-            row = {
-                "item_id": ids[trace.record_id],
-                "model": trace.model,
-                "condition": "trojan",
-                "response_text": trace.model_response or "",
-                "reasoning": "",
-                "chosen_label": None,
-                "auto_label": None,
-                "target_label": None,
-                "payload": {
-                    "prompt": trace.prompt,
-                    "judge_model": trace.judge_model,
-                    "judge_label": trace.judge_label,
-                    "judge_rationale": trace.judge_rationale or "",
-                    "judge_status": trace.status,
-                    "flag_reason": trace.flag_reason,
-                },
-            }
+        for trace, prepared, sources in zip(traces, responses, trace_sources, strict=True):
+            row = {"item_id": ids[trace.record_id], **prepared}
             row["content_hash"] = content_hash(row)
-            rows.append((str(path), number, row))
+            file, line, _written = sources[0]
+            rows.append((file, line, row))
         new_responses, _kept, _ = write_responses(session, rows, [], path, who=who)
         return [
             ImportSummary("records", str(path), len(item_rows), new_items, len(item_rows) - new_items),
@@ -286,3 +255,136 @@ def plan_judge(path: Path, actor: Actor, via: str) -> Body:
         ]
 
     return body
+
+
+def _record_row(trace: TrojanTrace) -> dict[str, Any]:
+    """The ``item`` row of a trace's retracted-paper record, with its content hash."""
+    row: dict[str, Any] = {
+        "subset": JUDGE_SUBSET,
+        "external_id": trace.record_id,
+        "kind": "retracted",
+        "language": "en",
+        "question": trace.problem,
+        "options": [],
+        "gold_label": None,
+        "content_type": None,
+        "provenance": None,
+        "injections": None,
+        "target_label": None,
+        "payload": {
+            "title": trace.title,
+            "conclusion": trace.conclusion,
+            "problem": trace.problem,
+            "note": trace.note,
+            "isimpact": trace.isimpact,
+        },
+    }
+    row["content_hash"] = content_hash(row)
+    return row
+
+
+def _trace_row(trace: TrojanTrace) -> dict[str, Any]:
+    """The ``model_response`` row of a trace, but for its item id and content hash (known once items are in)."""
+    return {
+        "model": trace.model,
+        "condition": "trojan",
+        "response_text": trace.model_response or "",
+        "reasoning": "",
+        "chosen_label": None,
+        "auto_label": None,
+        "target_label": None,
+        "payload": {
+            "prompt": trace.prompt,
+            "judge_model": trace.judge_model,
+            "judge_label": trace.judge_label,
+            "judge_rationale": trace.judge_rationale or "",
+            "judge_status": trace.status,
+            "flag_reason": trace.flag_reason,
+        },
+    }
+
+
+# (file, line, the row as written there) a value of a judge run was read from
+Source = tuple[str, int | None, Any]
+
+
+def judge_sources(path: Path, traces: list[TrojanTrace]) -> tuple[dict[str, Source], list[list[Source]]]:
+    """Where a judge run's records and traces were read: each record's element of ``records.json``, and for
+    each trace the rows it was built from, its own row first.
+
+    A trace of the demo format is its line of ``traces.jsonl`` (the reader makes one trace of every line);
+    a trace of a ``bench run trojan`` directory is its answer's line of ``results.jsonl``, then the lines of
+    the judge calls on that answer (those naming it as their target).
+    """
+    from bench_core.kernel.json_lines import element_lines
+    from bench_core.kernel.rundir import read_json
+    from bench_core.kernel.store import ResultStore
+    from bench_core.trojan import RECORDS_FILE, TRACES_FILE, is_run_dir
+
+    records_file = path / RECORDS_FILE
+    value = read_json(records_file)
+    rows = value.get("records", []) if isinstance(value, dict) else value
+    lines = element_lines(records_file.read_text(encoding="utf-8"), "records" if isinstance(value, dict) else None)
+    records = {
+        str(row.get("id")).strip(): (str(records_file), line, row)
+        for row, line in zip(rows, lines or [None] * len(rows), strict=False)
+        if isinstance(row, dict)
+    }
+    if not is_run_dir(path):
+        file = path / TRACES_FILE
+        numbered = enumerate(file.read_text(encoding="utf-8").splitlines(), start=1)
+        return records, [[(str(file), number, json.loads(text))] for number, text in numbered if text.strip()]
+    store = ResultStore(path)
+    results = sorted(((store.line_of(r["key"]), r) for r in store.latest().values()), key=lambda lr: lr[0] or 0)
+    sources = []
+    for trace in traces:
+        mine = [(line, r) for line, r in results if r["key"]["item"] == trace.record_id]
+        answers = [(line, r) for line, r in mine if _is_answer(r, trace)] or mine[:1]
+        target = {name: answers[0][1]["key"][name] for name in ("model", "endpoint", "config")} if answers else {}
+        judged = [(line, r) for line, r in mine if (r.get("meta") or {}).get("target") == target]
+        found = [(str(store.path), line, r) for line, r in [*answers[:1], *judged]]
+        sources.append(found or [(str(store.path), None, None)])
+    return records, sources
+
+
+def _is_answer(record: dict[str, Any], trace: TrojanTrace) -> bool:
+    """Whether a result record is the trace's answer: the target's call (a judge call names its target in meta)."""
+    key, meta = record["key"], record.get("meta") or {}
+    return (
+        "target" not in meta
+        and (key["model"], key["endpoint"]) == (trace.model_name, trace.endpoint)
+        and (meta.get("label") or key["model"]) == trace.model
+    )
+
+
+def located_limit_issues(
+    model: Any, row: dict[str, Any], sources: list[Source], fields: dict[str, str]
+) -> list[RowIssue]:
+    """The values of ``row`` that ``model``'s table cannot store, each named by the file, line and field it was
+    read from: the first of ``sources`` that holds it, else the first source and the file's field ``fields``
+    gives the column. A JSON payload's values are checked one by one, so each is named by its own field.
+    """
+    payload = row.get("payload") or {}
+    found = [(row[c], c, why) for c, why in row_problems(model, {k: v for k, v in row.items() if k != "payload"})]
+    for key, value in payload.items():
+        found += [(value, key, why) for _column, why in row_problems(model, {"payload": value})]
+    issues = []
+    for value, name, why in found:
+        file, line, field = next(
+            ((file, line, at) for file, line, written in sources if (at := _field_of(value, written)) is not None),
+            (sources[0][0], sources[0][1], fields.get(name, name)),
+        )
+        issues.append(RowIssue(file, line, field, f"the value {why}"))
+    return issues
+
+
+def _field_of(value: Any, written: Any, at: str = "") -> str | None:
+    """Where in ``written`` (a row as read from JSON) the text ``value`` is, as ``a.b[0].c``; None if nowhere."""
+    if at and isinstance(written, str) and isinstance(value, str) and written.strip() == value.strip():
+        return at
+    children = written.items() if isinstance(written, dict) else enumerate(written) if isinstance(written, list) else ()
+    for name, child in children:
+        found = _field_of(value, child, f"{at}[{name}]" if isinstance(written, list) else f"{at}.{name}".lstrip("."))
+        if found is not None:
+            return found
+    return None

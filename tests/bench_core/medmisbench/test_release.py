@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from typer.testing import CliRunner
 
 from bench_core.medmisbench.data import load_medmisbench
 from bench_core.medmisbench.items import InjectionBundle, MCQItem
-from bench_core.medmisbench.release import release_row, write_release
+from bench_core.medmisbench.release import ReleaseRefused, release_row, write_release
 from bench_core.medmisbench.run import prepare_items
 from bench_core.medmisbench.targets import DEFAULT_SEED, draw_type1_target
 
@@ -106,3 +107,56 @@ def test_bad_score_columns_are_reported(tmp_path):
     issues = load_medmisbench(path).issues
     assert [(i.line, i.field) for i in issues] == [(1, "difficulty"), (2, "mislead_score")]
     assert "not a number" in issues[0].message and "outside 0-10" in issues[1].message
+
+
+def _authors_only_benchmark(folder):
+    """PILOT.jsonl: line 1 a valid item; line 2 an item only the authors' reading loads (answer C with a
+    placeholder in ``opc``, so gold C is no option and ``injectc`` a sentence for a missing option)."""
+    folder.mkdir()
+    good = release_row(_item("ok1", "PILOT", ["A", "B", "C", "D"]))
+    odd = {**release_row(_item("odd2", "PILOT", ["A", "B", "C", "D"])), "answer": "C", "opc": "nan"}
+    path = folder / "PILOT.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(odd) + "\n")
+    return path
+
+
+def _snapshot(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_items_medrev_refuses_are_never_released_and_nothing_is_written(tmp_path):
+    source = _authors_only_benchmark(tmp_path / "authors")
+    items = load_medmisbench(source, strict=True, reading="authors").items
+    assert [i.id for i in items] == ["ok1", "odd2"]  # the notebook evaluates both
+    out = tmp_path / "release"
+    write_release(items[:1], out)  # an earlier export, then a stray file
+    (out / "OLD.jsonl").write_text("{}\n")
+    before = _snapshot(out)
+    with pytest.raises(ReleaseRefused) as refused:
+        write_release(items, out)
+    found = [(i.file, i.line, i.field) for i in refused.value.issues]
+    assert found == [("PILOT.jsonl", 2, "answer"), ("PILOT.jsonl", 2, "injectc")]  # one per problem
+    text = str(refused.value)
+    assert "nothing was written" in text and "PILOT.jsonl:2: field 'answer': item 'odd2' (PILOT)" in text
+    assert "gold answer 'C' is not among the options (A, B, D)" in text
+    assert _snapshot(out) == before  # no subset file replaced, no stale one removed, no temporary left
+    with pytest.raises(ReleaseRefused):
+        write_release(items, tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+
+
+def test_the_command_writing_a_release_exits_2_naming_file_line_and_column(tmp_path, monkeypatch):
+    """``bench regenerate`` writes its reference benchmark with ``write_release``: given items read under the
+    authors' protocol it stops with exit 2 and the release's message, before any generator call."""
+    from bench_core.generation import sensitivity
+    from review_app.cli import app as medrev
+
+    source = _authors_only_benchmark(tmp_path / "authors")
+    monkeypatch.setattr(sensitivity, "load_benchmark", lambda path: load_medmisbench(path, reading="authors").items)
+    out = tmp_path / "regen"
+    args = ["bench", "regenerate", "--from", str(source), "--model", "gen", "--base-url", "http://127.0.0.1:9/v1"]
+    result = CliRunner().invoke(medrev, [*args, "--out", str(out), "--no-progress"], env={"COLUMNS": "250"})
+    assert result.exit_code == 2, result.output
+    assert "PILOT.jsonl:2: field 'answer'" in result.output and "PILOT.jsonl:2: field 'injectc'" in result.output
+    assert "Traceback" not in result.output and "unexpected" not in result.output
+    assert not out.exists() or not any(out.iterdir())  # not even sensitivity.json
