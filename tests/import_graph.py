@@ -10,6 +10,8 @@ Modules named in strings and imported on first use count as imports too (:func:`
 package's ``_EXPORTS`` map (``bench_core.kernel.lazy``), a command group's ``lazy_commands`` and the
 ``*_JOB_MODULES`` a compute worker imports when it starts. The finders are functions of plain data
 (arrows, source text), so ``tests/test_architecture.py`` runs each on the tree and on a planted violation.
+One reads calls rather than imports: :func:`calls_without_user`, the ui's calls to a service that takes
+the acting user without giving it (docs/security.md, "Enforcement in the services: actor=").
 """
 
 from __future__ import annotations
@@ -373,3 +375,130 @@ def lazy_violations(trees: Mapping[str, ast.Module], packages: set[str]) -> list
                 wrong.append(f"{holder}: {key} is not imported from {lazy.module} under TYPE_CHECKING")
     return wrong
 
+
+
+# --- review_app: the ui passes the signed-in user to every service that takes one (docs/security.md) ---
+
+ACTING_PARAMETERS = ("actor", "actor_id", "lead_id")
+"""The names a service takes the acting user under (``actor``; ``actor_id`` and ``lead_id`` are older spellings)."""
+
+
+@dataclass(frozen=True)
+class Acting:
+    """How a service function takes the acting user: by keyword under one of ``names``, or at ``position``
+    (None: by keyword only)."""
+
+    names: tuple[str, ...]
+    position: int | None
+
+
+def _defined(module: str, name: str, trees: Mapping[str, ast.Module], depth: int = 0) -> tuple[str, ast.stmt] | None:
+    """The module and statement that define ``module.name``, through re-exports (``from x import name`` at the
+    top level, also under ``if TYPE_CHECKING:``, and a package's ``_EXPORTS``)."""
+    tree = trees.get(module)
+    if tree is None or depth > 8:
+        return None
+    body = [*tree.body, *(s for n in tree.body if isinstance(n, ast.If) for s in n.body)]
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return module, node
+    package = module if is_package_module(module) else module.rpartition(".")[0]
+    for node in body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    return _defined(_from_module(node, package), alias.name, trees, depth + 1)
+    for lazy in lazy_names(tree):
+        if lazy.table == "_EXPORTS" and lazy.key == name and lazy.attribute is not None:
+            return _defined(lazy.module, lazy.attribute, trees, depth + 1)
+    return None
+
+
+def _typed_keys(module: str, annotation: ast.expr | None, trees: Mapping[str, ast.Module]) -> set[str]:
+    """The keys of the ``TypedDict`` in ``**options: Unpack[...]`` (none for any other annotation)."""
+    if not (isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.Name)):
+        return set()
+    found = _defined(module, annotation.slice.id, trees)
+    if found is None or not isinstance(found[1], ast.ClassDef):
+        return set()
+    return {s.target.id for s in found[1].body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+
+
+def acting(module: str, name: str, trees: Mapping[str, ast.Module]) -> Acting | None:
+    """How the service function ``module.name`` takes the acting user, or None when it takes none.
+
+    A keyword a ``**options: Unpack[TypedDict]`` carries counts as a keyword-only parameter.
+    """
+    found = _defined(module, name, trees)
+    if found is None or not isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    where, function = found
+    args = function.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    keywords = [*positional, *(a.arg for a in args.kwonlyargs)]
+    if args.kwarg is not None:
+        keywords += sorted(_typed_keys(where, args.kwarg.annotation, trees))
+    names = tuple(n for n in keywords if n in ACTING_PARAMETERS)
+    if not names:
+        return None
+    return Acting(names, next((i for i, n in enumerate(positional) if n in ACTING_PARAMETERS), None))
+
+
+@dataclass(frozen=True)
+class CallWithoutUser:
+    """A call in ``module`` at ``line`` to a service function (``called``, as written) that is not given the user."""
+
+    module: str
+    line: int
+    called: str
+
+    def __str__(self) -> str:
+        return f"{self.module} (line {self.line}) calls {self.called} without the user: pass actor="
+
+
+def calls_without_user(
+    name: str, source: str | ast.Module, trees: Mapping[str, ast.Module]
+) -> list[CallWithoutUser]:
+    """The calls in ``name`` (a module of review_app/ui) to a service function that takes the acting user and
+    is not given it: neither by keyword nor at its position.
+
+    The function is resolved through the module's imports (``from review_app.services import progress``,
+    then ``progress.study_progress(...)``; ``from review_app.services.x import f``, then ``f(...)``) and the
+    services' re-exports. A ``**mapping`` in the call does not count: the rule reads the user in the call.
+    """
+    tree = ast.parse(source) if isinstance(source, str) else source
+    package = name.rpartition(".")[0]
+    modules: dict[str, str] = {}  # local name -> module
+    functions: dict[str, tuple[str, str]] = {}  # local name -> (module, attribute)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = _from_module(node, package)
+            for alias in node.names:
+                local = alias.asname or alias.name
+                if f"{module}.{alias.name}" in trees:
+                    modules[local] = f"{module}.{alias.name}"
+                else:
+                    functions[local] = (module, alias.name)
+        elif isinstance(node, ast.Import):
+            modules.update({a.asname: a.name for a in node.names if a.asname and a.name in trees})
+    wrong = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func
+        if isinstance(called, ast.Attribute) and isinstance(called.value, ast.Name) and called.value.id in modules:
+            target, shown = (modules[called.value.id], called.attr), f"{called.value.id}.{called.attr}"
+        elif isinstance(called, ast.Name) and called.id in functions:
+            target, shown = functions[called.id], called.id
+        else:
+            continue
+        if not target[0].startswith("review_app.services"):
+            continue
+        how = acting(*target, trees)
+        if how is None or any(k.arg in how.names for k in node.keywords):
+            continue
+        given = next((i for i, a in enumerate(node.args) if isinstance(a, ast.Starred)), len(node.args))
+        if how.position is not None and how.position < given:
+            continue
+        wrong.append(CallWithoutUser(name, node.lineno, shown))
+    return sorted(wrong, key=lambda call: call.line)

@@ -19,8 +19,11 @@ from tests.import_graph import (
     ROOT,
     TREES,
     Arrow,
+    CallWithoutUser,
+    acting,
     arrows_of,
     bench_core_modules,
+    calls_without_user,
     import_cycles,
     internal,
     internal_graph,
@@ -294,3 +297,52 @@ def test_the_lazy_name_check_catches_planted_violations():
     assert layer_violations(planted) == [
         "analysis: review_app.analysis -> review_app.services.reviewer_monitoring (line 1)"
     ]
+
+
+# --- review_app: the ui passes the signed-in user to every service that takes one (docs/security.md,
+# "Enforcement in the services: actor="): a service left at its default acts as the operator, who reads
+# every study. The finder is tests/import_graph.py's calls_without_user.
+
+# (module, the call as written): why it has no user. Empty: every page passes its user.
+CALLS_WITHOUT_USER: dict[tuple[str, str], str] = {}
+
+
+def test_the_ui_passes_the_user_to_every_service_that_takes_one():
+    ui = [name for name in MODULES if name.startswith("review_app.ui")]
+    found = [call for name in ui for call in calls_without_user(name, TREES[name], TREES)]
+    wrong = [str(call) for call in found if (call.module, call.called) not in CALLS_WITHOUT_USER]
+    assert wrong == [], (
+        "pass the signed-in user (actor=user) to every service that takes one; a call that has no user is "
+        "named, with why, in CALLS_WITHOUT_USER:\n" + "\n".join(wrong)
+    )
+    stale = sorted(set(CALLS_WITHOUT_USER) - {(call.module, call.called) for call in found})
+    assert stale == [], f"these calls pass the user now: take them out of CALLS_WITHOUT_USER: {stale}"
+
+
+def test_the_user_rule_catches_planted_violations():
+    """Calls through a services module, a function imported by name (renamed too), a package's re-export and a
+    ``**options`` TypedDict are caught without the user; a user given by keyword or at its position is not."""
+    name = "review_app.ui.views.planted"
+    source = (
+        "from review_app.services import export, importing, progress, reviewer_monitoring\n"
+        "from review_app.services.cached_analyses import cached_analysis as analysed\n"
+        "progress.study_progress(db, 'A')\n"
+        "progress.study_progress(db, 'A', actor=user)\n"
+        "analysed(db, 'A', pending='exclude')\n"
+        "export.pending_tasks(db, 'A')\n"
+        "importing.import_upload(db, 'items.jsonl', data, **{'actor': user})\n"
+        "reviewer_monitoring.quality_report(db, user, 'A')\n"
+        "reviewer_monitoring.quality_report(db, *arguments)\n"
+        "progress.behind_warnings([])\n"
+        "print(progress.BEHIND_RATIO)\n"
+    )
+    assert [str(call) for call in calls_without_user(name, source, TREES)] == [
+        str(CallWithoutUser(name, 3, "progress.study_progress")),
+        str(CallWithoutUser(name, 5, "analysed")),
+        str(CallWithoutUser(name, 6, "export.pending_tasks")),
+        str(CallWithoutUser(name, 7, "importing.import_upload")),
+        str(CallWithoutUser(name, 9, "reviewer_monitoring.quality_report")),
+    ]
+    assert acting("review_app.services.reviewer_monitoring", "quality_report", TREES).position == 1
+    assert acting("review_app.services.importing", "import_upload", TREES).names == ("actor",)
+    assert acting("review_app.services.progress", "behind_warnings", TREES) is None

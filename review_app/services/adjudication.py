@@ -29,7 +29,7 @@ from review_app.db.engine import read_session
 from review_app.db.models import Adjudication, Item, ModelResponse, Reviewer, Study, Task
 from review_app.rubrics import get_rubric
 from review_app.services import compute_workers
-from review_app.services.actors import LEAD_ROLES, Actor, acting_actor, acting_user
+from review_app.services.actors import LEAD_ROLES, SYSTEM, Actor, acting_actor, acting_user, as_actor
 from review_app.services.adjudication_decisions import (
     AdjudicationRecord,
     as_record,
@@ -191,7 +191,7 @@ class QueueOptions(TypedDict, total=False):
 
 
 def disagreement_queue(
-    engine: Engine, study_name: str, rubric: str, **options: Unpack[QueueOptions]
+    engine: Engine, study_name: str, rubric: str, *, actor: Actor = SYSTEM, **options: Unpack[QueueOptions]
 ) -> list[QueueEntry]:
     """Tasks of ``rubric`` with two or more ratings, most consequential disagreements first.
 
@@ -205,9 +205,10 @@ def disagreement_queue(
     version (``services.study_cache``: a submit, an edit or a decision moves the version; built in a
     compute worker, ``services.compute_workers``), so a
     page rerun does not rebuild it; only the task locks (changed in place, not part of the data
-    version) are read on every call, in one indexed query.
+    version) are read on every call, in one indexed query. Only for a lead of the study or an admin
+    (``actor``), as :func:`disagreement_queue_head`.
     """
-    return list(disagreement_queue_head(engine, study_name, rubric, limit=None, **options).entries)
+    return list(disagreement_queue_head(engine, study_name, rubric, limit=None, actor=actor, **options).entries)
 
 
 @dataclass(frozen=True)
@@ -227,17 +228,20 @@ def disagreement_queue_head(
     open_only: bool = False,
     pseudonymise: bool = True,
     limit: int | None = 500,
+    actor: Actor = SYSTEM,
 ) -> QueueHead:
     """The first ``limit`` tasks of :func:`disagreement_queue` (all with None) and the queue's length.
 
     The adjudication page shows the most urgent few hundred of a queue that has tens of thousands
     of tasks at panel scale; the queue is built in the compute worker and only its head is sent to
     and kept in the app (the whole queue held 80 MB of the app's memory at 200,000 annotations).
+    ``actor`` must lead the study (or be an admin), checked before the cached queue is read.
     """
     if limit is not None and (isinstance(limit, bool) or limit < 0):
         raise InvalidInput(f"limit must be a whole number of tasks, 0 or more (got {limit})")
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
+        require_adjudicating_lead(session, as_actor(actor), study)
         (key,) = study_rubrics(study, rubric)
         locked = set(session.exec(select(Task.id).where(Task.study_id == study.id, Task.rubric == key, Task.locked)))
     head = CACHE.get(

@@ -24,9 +24,10 @@ from review_app.analysis.study_harm_model import HARM_MODEL_FIXED, UNRATED_CHOIC
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import ModelResponse, Reviewer, Study, Task
 from review_app.services import audit
-from review_app.services.actors import LEAD_ROLES, Actor, acting_actor, acting_user, require_study_lead
+from review_app.services.actors import LEAD_ROLES, SYSTEM, Actor, acting_actor, acting_user, require_study_lead
 from review_app.services.annotations import get_study_row
 from review_app.services.errors import InvalidInput, PermissionDenied, SessionEnded
+from review_app.services.studies import lead_of
 
 SETTINGS_KEY = "analysis"
 
@@ -105,10 +106,12 @@ def harm_spec(session: Session, study: Study) -> HarmModelSpec:
     return AnalysisOptions.from_settings(study.settings).harm_spec(first_model(session, study.id))
 
 
-def analysis_options(engine: Engine, study_name: str) -> AnalysisOptions:
-    """The analysis choices saved for a study (the paper's defaults when none were saved)."""
+def analysis_options(engine: Engine, study_name: str, *, actor: Actor = SYSTEM) -> AnalysisOptions:
+    """The analysis choices saved for a study (the paper's defaults when none were saved), for a lead of it."""
     with read_session(engine) as session:
-        return AnalysisOptions.from_settings(get_study_row(session, study_name).settings)
+        study = get_study_row(session, study_name)
+        lead_of(session, actor, study)
+        return AnalysisOptions.from_settings(study.settings)
 
 
 def save_analysis_options(

@@ -23,9 +23,11 @@ from review_app.analysis.rubric_a import COMPOSITE
 from review_app.analysis.study_harm_model import HARM_MODEL_FIXED
 from review_app.db.engine import read_session
 from review_app.services import compute_workers
+from review_app.services.actors import SYSTEM, Actor
 from review_app.services.analysis_options import AnalysisOptions, first_model
 from review_app.services.annotations import annotations_frame, get_study_row
 from review_app.services.errors import InvalidInput
+from review_app.services.studies import check_lead_of, lead_of
 from review_app.services.study_analysis import (
     AGREEMENT_WEIGHTS,
     DEFAULT_N_BOOT,
@@ -44,21 +46,33 @@ from review_app.services.study_frames import study_frame
 
 
 def study_agreement(
-    engine: Engine, study_name: str, *, weights: str = AGREEMENT_WEIGHTS, min_ratings: int = MIN_RATINGS
+    engine: Engine,
+    study_name: str,
+    *,
+    weights: str = AGREEMENT_WEIGHTS,
+    min_ratings: int = MIN_RATINGS,
+    actor: Actor = SYSTEM,
 ) -> StudyAgreement:
-    """Agreement on a study's annotations in force with the given weights and minimum ratings per task."""
+    """Agreement on a study's annotations in force with the given weights and minimum ratings per task
+    (for a lead of the study or an admin: ``actor``)."""
     check_agreement_options(weights, min_ratings)
     with read_session(engine) as session:
-        rubrics = get_study_row(session, study_name).rubric_keys
+        study = get_study_row(session, study_name)
+        lead_of(session, actor, study)
+        rubrics = study.rubric_keys
     frame = annotations_frame(engine, study_name)
     reports, notes = agreement_reports(frame, rubrics, weights=weights, min_ratings=int(min_ratings))
     return StudyAgreement(study_name, reports, tuple(notes), weights, int(min_ratings))
 
 
-def _study_facts(engine: Engine, study_name: str) -> tuple[list[str], AnalysisOptions, str | None, tuple[int, ...]]:
-    """The study's rubrics, saved analysis options, first model and data version (one short read)."""
+def _study_facts(
+    engine: Engine, study_name: str, actor: Actor
+) -> tuple[list[str], AnalysisOptions, str | None, tuple[int, ...]]:
+    """The study's rubrics, saved analysis options, first model and data version (one short read),
+    once ``actor`` is seen to lead the study."""
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
+        lead_of(session, actor, study)
         options = AnalysisOptions.from_settings(study.settings)
         return study.rubric_keys, options, first_model(session, study.id), version_in(session, study)
 
@@ -71,16 +85,26 @@ def check_agreement_options(weights: str, min_ratings: int) -> None:
         raise InvalidInput(f"unknown weights {weights!r}; choose one of {', '.join(WEIGHT_SCHEMES)}")
 
 
-def rubrics_and_version(engine: Engine, study_name: str) -> tuple[list[str], tuple[int, ...]]:
+def rubrics_and_version(
+    engine: Engine, study_name: str, *, actor: Actor = SYSTEM
+) -> tuple[list[str], tuple[int, ...]]:
     """The study's rubrics and data version in one short read (the Agreement page's per-rerun read:
-    one session and two statements instead of two sessions and ten)."""
+    one session and two statements instead of two sessions and ten), for a lead of the study."""
     with read_session(engine) as session:
         study = get_study_row(session, study_name)
+        lead_of(session, actor, study)
         return study.rubric_keys, version_in(session, study)
 
 
 def agreement_of_version(
-    engine: Engine, study_name: str, version: tuple[int, ...], rubrics: list[str], weights: str, min_ratings: int
+    engine: Engine,
+    study_name: str,
+    version: tuple[int, ...],
+    rubrics: list[str],
+    weights: str,
+    min_ratings: int,
+    *,
+    actor: Actor = SYSTEM,
 ) -> StudyAgreement:
     """Agreement on the study's frame of ``version``, computed once per version in this process.
 
@@ -88,8 +112,9 @@ def agreement_of_version(
     weights, and the Agreement page's in :mod:`review_app.services.export.agreement_page`), so a lead who opens
     Agreement and then Analysis has the agreement computed once. Its own cache key: the app's caller
     holds the lock of its key while the job runs, and with no worker (``MEDREV_COMPUTE_WORKERS=0``) the
-    job runs in the app.
+    job runs in the app. ``actor`` is checked before the cache is read (the jobs run as the system).
     """
+    check_lead_of(engine, study_name, actor=actor)
 
     def compute(version: tuple[int, ...]) -> StudyAgreement:
         frame = study_frame(engine, study_name, version=version)
@@ -99,7 +124,9 @@ def agreement_of_version(
     return CACHE.get(engine, study_name, ("agreement_of_version", weights, min_ratings), compute, version=version)
 
 
-def cached_analysis(engine: Engine, study_name: str, *, pending: str = "include") -> StudyAnalysis:
+def cached_analysis(
+    engine: Engine, study_name: str, *, pending: str = "include", actor: Actor = SYSTEM
+) -> StudyAnalysis:
     """The study's standard analyses under its saved options, without bootstrap intervals.
 
     ``pending``: the task choice (:data:`~study_analysis.PENDING_CHOICES`); ``exclude`` leaves the pending
@@ -113,9 +140,10 @@ def cached_analysis(engine: Engine, study_name: str, *, pending: str = "include"
     in the worker, shared with the Agreement page's (:func:`agreement_of_version`).
     The result's ``annotations`` has the frame's columns but no rows: the page does not show
     them, and the app process must not hold the frame (:func:`~study_analysis.study_analysis` gives it whole).
+    Only for a lead of the study or an admin (``actor``), checked before the cache is read.
     """
     check_pending(pending)
-    rubrics, options, model, version = _study_facts(engine, study_name)
+    rubrics, options, model, version = _study_facts(engine, study_name, actor)
 
     def compute(version: tuple[int, ...]) -> StudyAnalysis:
         return compute_workers.run(engine, _analysis_job, study_name, version, rubrics, options, model, pending)
@@ -194,16 +222,18 @@ def cached_rubric_a_intervals(
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
     pending: str = "include",
+    actor: Actor = SYSTEM,
 ) -> RubricASummary | None:
     """The Rubric A summary with its task-clustered bootstrap intervals, once per data version.
 
     Only pages that show the intervals ask for them; ``progress`` is called with the fraction of
     resamples done (the page's progress bar; the resamples run in a compute worker, which reports
     its progress back). None when the study has no Rubric A annotations. ``pending``: the task
-    choice, as in :func:`cached_analysis`.
+    choice, as in :func:`cached_analysis`; ``actor``: a lead of the study or an admin, checked before
+    the cache is read.
     """
     check_pending(pending)
-    rubrics, version = rubrics_and_version(engine, study_name)
+    rubrics, version = rubrics_and_version(engine, study_name, actor=actor)
     if "A" not in rubrics:
         return None
 

@@ -32,10 +32,11 @@ from sqlmodel import Session, select
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import FLAG_KINDS, FLAG_STATUSES, Item, Reviewer, Study, Task, TaskFlag, utcnow
 from review_app.services import audit
-from review_app.services.actors import LEAD_ROLES, Actor, acting_user, get_study, require_study_lead
+from review_app.services.actors import SYSTEM, Actor, get_study
 from review_app.services.annotations import excluded_tasks as excluded_tasks
 from review_app.services.annotations import rater_labels
 from review_app.services.errors import InvalidInput, NotFound
+from review_app.services.studies import lead_of
 
 KIND_LABELS: dict[str, str] = {
     "item": "Problem with the item",
@@ -90,19 +91,13 @@ def check_kind(kind: str) -> str:
     return kind
 
 
-def _lead(session: Session, actor: Actor | int, study: Study) -> Reviewer | None:
-    me = acting_user(session, actor, roles=LEAD_ROLES)
-    require_study_lead(session, me, study)
-    return me
-
-
 def flag_queue(
     engine: Engine, study_name: str, *, actor: Actor | int, statuses: tuple[str, ...] | None = ("open",)
 ) -> list[FlagRow]:
     """The study's flags, newest first; ``statuses`` None lists every flag (open, resolved, excluded...)."""
     with read_session(engine) as session:
         study = get_study(session, study_name)
-        _lead(session, actor, study)
+        lead_of(session, actor, study)
         names = rater_labels(session, study.id)
         query = (
             select(TaskFlag, Task.rubric, Task.unit_key, Item.subset, Item.question)
@@ -141,10 +136,11 @@ def flag_queue(
     ]
 
 
-def flag_counts(engine: Engine, study_name: str) -> dict[str, int]:
-    """Flags of the study by status (every status present, zeros included), for the Progress page."""
+def flag_counts(engine: Engine, study_name: str, *, actor: Actor = SYSTEM) -> dict[str, int]:
+    """Flags of the study by status (every status present, zeros included), for a lead of the study."""
     with read_session(engine) as session:
         study = get_study(session, study_name)
+        lead_of(session, actor, study)
         rows = session.exec(
             select(TaskFlag.status, func.count()).where(TaskFlag.study_id == study.id).group_by(TaskFlag.status)
         ).all()
@@ -173,7 +169,7 @@ def answer_flag(engine: Engine, flag_id: int, action: str, *, actor: Actor | int
         if flag is None:
             raise NotFound(f"no flag {flag_id}")
         study = session.get(Study, flag.study_id)
-        me = _lead(session, actor, study)
+        me = lead_of(session, actor, study)
         before = {"status": flag.status, "reply": flag.reply}
         if flag.status == "withdrawn":
             raise InvalidInput("the reviewer withdrew this flag; there is nothing to answer")

@@ -10,7 +10,9 @@ ordinary again) only while nobody has submitted a rating on it, so no rating eve
 of the analysis after it was seen.
 
 Every function takes the acting user and refuses anyone who is not an active lead or admin
-(:func:`review_app.services.reviewer_monitoring.require_lead`): reviewers never see any of this.
+(:func:`review_app.services.reviewer_monitoring.require_lead`): reviewers never see any of this. A
+lead works only on the studies they lead, and takes expected scores only from decisions in studies
+they lead too (an admin: any study), so no other panel's decisions reach them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, select
 
 from review_app.db.engine import read_session, write_session
-from review_app.db.models import Adjudication, Annotation, GoldTask, Study, Task
+from review_app.db.models import Adjudication, Annotation, GoldTask, Reviewer, Study, StudyLead, Task
 from review_app.rubrics import ScoreSheet, get_rubric
 from review_app.services import audit
 from review_app.services.actors import Actor, require_study_lead
@@ -81,8 +83,9 @@ def _submitted(session: Session, task_ids: list[int]) -> dict[int, int]:
 def gold_tasks(engine: Engine, actor: Actor, study_name: str) -> list[GoldInfo]:
     """The study's gold tasks with their expected scores and how many ratings each has."""
     with read_session(engine) as session:
-        require_lead(session, actor)
+        lead = require_lead(session, actor)
         study = study_row(session, study_name)
+        require_study_lead(session, lead, study)
         rows = session.exec(
             select(GoldTask, Task.unit_key, Task.rubric)
             .join(Task, Task.id == GoldTask.task_id)
@@ -96,8 +99,18 @@ def gold_tasks(engine: Engine, actor: Actor, study_name: str) -> list[GoldInfo]:
     ]
 
 
-def _final_decisions(session: Session, exclude_study: int) -> dict[tuple[str, int, int | None], tuple]:
-    """(rubric, item, response) -> (scores, status, study name, task id) of the newest final decision elsewhere."""
+def _led_by(lead: Reviewer | None, study_id) -> tuple:
+    """The conditions keeping a decided task's ``study_id`` to the studies ``lead`` leads (none: any study)."""
+    if lead is None or lead.role == "admin":
+        return ()
+    return (study_id.in_(select(StudyLead.study_id).where(StudyLead.reviewer_id == lead.id)),)
+
+
+def _final_decisions(
+    session: Session, exclude_study: int, lead: Reviewer | None
+) -> dict[tuple[str, int, int | None], tuple]:
+    """(rubric, item, response) -> (scores, status, study name, task id) of the newest final decision elsewhere,
+    in a study ``lead`` leads."""
     newest = (
         select(Adjudication.task_id, func.max(Adjudication.version).label("version"))
         .group_by(Adjudication.task_id)
@@ -109,6 +122,7 @@ def _final_decisions(session: Session, exclude_study: int) -> dict[tuple[str, in
         .join(Task, Task.id == Adjudication.task_id)
         .join(Study, Study.id == Task.study_id)
         .where(Task.study_id != exclude_study, Adjudication.status.in_(FINAL_STATUSES))
+        .where(*_led_by(lead, Task.study_id))
         .order_by(Adjudication.created_at)
     ).all()
     out: dict[tuple[str, int, int | None], tuple] = {}
@@ -124,16 +138,17 @@ def _final_decisions(session: Session, exclude_study: int) -> dict[tuple[str, in
 
 
 def gold_candidates(engine: Engine, actor: Actor, study_name: str) -> list[GoldCandidate]:
-    """Unrated, non-gold tasks of the study whose unit was finally decided in another study.
+    """Unrated, non-gold tasks of the study whose unit was finally decided in another study the lead leads.
 
     The database narrows the study's tasks to unrated, non-gold ones on an item decided elsewhere
     (indexed semi-joins), so a page rerun reads a handful of rows, not every task of a panel-scale
     study; the unit match (rubric, item, response) and the complete-scores check are made here.
     """
     with read_session(engine) as session:
-        require_lead(session, actor)
+        lead = require_lead(session, actor)
         study = study_row(session, study_name)
-        decisions = _final_decisions(session, study.id)
+        require_study_lead(session, lead, study)
+        decisions = _final_decisions(session, study.id, lead)
         if not decisions:
             return []
         other = aliased(Task)
@@ -141,6 +156,7 @@ def gold_candidates(engine: Engine, actor: Actor, study_name: str) -> list[GoldC
             select(other.item_id)
             .join(Adjudication, Adjudication.task_id == other.id)
             .where(other.study_id != study.id, Adjudication.status.in_(FINAL_STATUSES))
+            .where(*_led_by(lead, other.study_id))
         )
         rated = select(Annotation.id).where(Annotation.task_id == Task.id).exists()
         gold = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
@@ -174,8 +190,9 @@ def unrated_tasks(
     gold) instead of reading and listing every one on each rerun.
     """
     with read_session(engine) as session:
-        require_lead(session, actor)
+        lead = require_lead(session, actor)
         study = study_row(session, study_name)
+        require_study_lead(session, lead, study)
         rated = select(Annotation.id).where(Annotation.task_id == Task.id).exists()
         gold = select(GoldTask.task_id).where(GoldTask.study_id == study.id)
         query = (
@@ -208,7 +225,7 @@ def mark_gold(
     """Make a task of the study gold.
 
     Without ``expected_scores`` they are taken from the newest final decision on the same unit in
-    another study (source "adjudication"); with them, they are the lead's consensus scores
+    another study the lead leads (source "adjudication"); with them, they are the lead's consensus scores
     (validated against the rubric; source "consensus"). Refused once the task has a submitted rating.
     """
     with write_session(engine) as session:
@@ -228,11 +245,11 @@ def mark_gold(
             )
         source_task_id = None
         if expected_scores is None:
-            found = _final_decisions(session, study.id).get((task.rubric, task.item_id, task.response_id))
+            found = _final_decisions(session, study.id, lead).get((task.rubric, task.item_id, task.response_id))
             if found is None:
                 raise InvalidInput(
-                    f"no other study has a final (unanimous or adjudicated) decision on task {task.id}'s unit; "
-                    "enter the consensus scores instead"
+                    f"no other study you lead has a final (unanimous or adjudicated) decision on task {task.id}'s "
+                    "unit; enter the consensus scores instead"
                 )
             scores, source, source_task_id = found[0], "adjudication", found[3]
         else:

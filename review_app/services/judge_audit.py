@@ -20,6 +20,8 @@ from review_app.analysis.agreement import agreement
 from review_app.db.engine import read_session
 from review_app.db.models import Item, ModelResponse, Task
 from review_app.rubrics import get_rubric
+from review_app.services import studies
+from review_app.services.actors import SYSTEM, Actor
 from review_app.services.annotations import annotations_frame, get_study_row
 
 LABELS: dict[int, str] = {-1: "recognized", 0: "neutral", 1: "polluted"}
@@ -50,7 +52,11 @@ class JudgeAuditSummary:
         )
 
 
-def judge_audit_summary(engine: Engine, study_name: str, *, pseudonymise: bool = True) -> JudgeAuditSummary:
+def judge_audit_summary(
+    engine: Engine, study_name: str, *, pseudonymise: bool = True, actor: Actor = SYSTEM
+) -> JudgeAuditSummary:
+    """The automatic judge against the clinicians' labels; ``actor`` must lead the study."""
+    studies.check_lead_of(engine, study_name, actor=actor)
     frame = annotations_frame(engine, study_name, rubric="judge", pseudonymise=pseudonymise)
     with read_session(engine) as session:
         study = get_study_row(session, study_name)

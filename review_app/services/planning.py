@@ -43,11 +43,12 @@ from review_app.db.engine import read_session, write_session
 from review_app.db.models import Assignment, FirstSubmission, GoldTask, Study, Task
 from review_app.rubrics import get_rubric
 from review_app.services import audit
-from review_app.services.actors import Actor, require_study_lead
+from review_app.services.actors import SYSTEM, Actor, require_study_lead
 from review_app.services.analysis_options import harm_spec
 from review_app.services.annotations import annotations_frame, get_study_row
 from review_app.services.errors import InvalidInput, NotFound
 from review_app.services.reviewer_monitoring import require_lead
+from review_app.services.studies import check_lead_of, lead_of
 from review_app.services.study_analysis import harm_model
 from review_app.services.study_cache import CACHE
 
@@ -137,8 +138,9 @@ def make_plan(
     request: PlanRequest,
     *,
     progress: Callable[[int, int], None] | None = None,
+    actor: Actor = SYSTEM,
 ) -> Plan:
-    """Run the plan ``request`` describes; a pilot study is read from ``engine``.
+    """Run the plan ``request`` describes; a pilot study is read from ``engine``, if ``actor`` leads it.
 
     Raises ``InvalidInput`` (a ServiceError) for anything the lead must change, so the CLI prints
     one line and the page one message.
@@ -150,6 +152,7 @@ def make_plan(
     if request.pilot:
         if engine is None:
             raise InvalidInput("a pilot study needs the review database")
+        check_lead_of(engine, request.pilot, actor=actor)
         frame = _pilot_frame(engine, request.pilot)
     seconds = request.seconds_per_rating
     common: dict[str, Any] = {"seed": request.seed, "workers": workers, "progress": progress}
@@ -243,12 +246,13 @@ def save_plan(engine: Engine, actor: Actor, study_name: str, plan: Plan, *, pilo
         )
 
 
-def saved_plans(engine: Engine, study_name: str) -> list[Plan]:
-    """The plans kept with a study, in metric order."""
+def saved_plans(engine: Engine, study_name: str, *, actor: Actor = SYSTEM) -> list[Plan]:
+    """The plans kept with a study, in metric order (for a lead of the study or an admin)."""
     with read_session(engine) as session:
         study = session.exec(select(Study).where(Study.name == study_name)).first()
         if study is None:
             raise NotFound(f"no study named {study_name!r}")
+        lead_of(session, actor, study)
         stored = dict(study.settings.get(SETTINGS_KEY, {}))
     return [Plan.from_dict(stored[m]) for m in METRICS if m in stored]
 
@@ -298,9 +302,12 @@ def _pool_units(engine: Engine, study_name: str) -> tuple[int, int, int]:
     return int(units), int(dual), int(assigned)
 
 
-def plan_check(engine: Engine, study_name: str) -> PlanCheck:
-    """Does the drawn pool (and, once assigned, its dual-rated share) meet the study's plans?"""
-    plans = tuple(saved_plans(engine, study_name))
+def plan_check(engine: Engine, study_name: str, *, actor: Actor = SYSTEM) -> PlanCheck:
+    """Does the drawn pool (and, once assigned, its dual-rated share) meet the study's plans?
+
+    ``actor`` is checked with the plans, before the cached pool counts are read.
+    """
+    plans = tuple(saved_plans(engine, study_name, actor=actor))
     # One pass over the study's tasks (1.5 s at 1,000,000 tasks), so once per data version: the
     # Set-up and Plan pages rerun on every click.
     units, dual, assigned = CACHE.get(
@@ -396,15 +403,17 @@ class PlanInUnits:
         )
 
 
-def study_rubrics(engine: Engine, study_name: str) -> tuple[str, ...]:
+def study_rubrics(engine: Engine, study_name: str, *, actor: Actor = SYSTEM) -> tuple[str, ...]:
     """The study's rubric keys (one task of each per unit)."""
     with read_session(engine) as session:
-        return tuple(get_study_row(session, study_name).rubric_keys)
+        study = get_study_row(session, study_name)
+        lead_of(session, actor, study)
+        return tuple(study.rubric_keys)
 
 
-def kept_in_units(engine: Engine, study_name: str) -> PlanInUnits | None:
+def kept_in_units(engine: Engine, study_name: str, *, actor: Actor = SYSTEM) -> PlanInUnits | None:
     """The plans kept with the study, combined and counted in its units; None when none was kept."""
-    plans = saved_plans(engine, study_name)
+    plans = saved_plans(engine, study_name, actor=actor)
     return PlanInUnits.of(plans, study_rubrics(engine, study_name)) if plans else None
 
 
@@ -422,12 +431,14 @@ class MeasuredTime:
     submissions: int
 
 
-def measured_time_per_task(engine: Engine, study_name: str) -> MeasuredTime:
+def measured_time_per_task(engine: Engine, study_name: str, *, actor: Actor = SYSTEM) -> MeasuredTime:
     """The median ``seconds_on_task`` of the study's first submissions over all its rubrics, as the
     Progress page reads them (``first_submission``); a time of 0 (not recorded) is left out.
 
-    Once per data version: the Plan and Study set-up pages show it on every rerun.
+    Once per data version: the Plan and Study set-up pages show it on every rerun. ``actor`` (a lead
+    of the study or an admin) is checked before the cached value is read.
     """
+    check_lead_of(engine, study_name, actor=actor)
 
     def compute(_version: tuple[int, ...]) -> MeasuredTime:
         with read_session(engine) as session:
@@ -448,10 +459,12 @@ def measured_time_per_task(engine: Engine, study_name: str) -> MeasuredTime:
     return CACHE.get(engine, study_name, ("median_seconds",), compute, reads_database=True)
 
 
-def default_time_per_task(engine: Engine, study_name: str, plans: Sequence[Plan] = ()) -> float | None:
+def default_time_per_task(
+    engine: Engine, study_name: str, plans: Sequence[Plan] = (), *, actor: Actor = SYSTEM
+) -> float | None:
     """The time per task the pages start from: the study's measured median when it has submissions,
     else a pilot's median that a plan carries, else none (the lead gives one)."""
-    measured = measured_time_per_task(engine, study_name).seconds
+    measured = measured_time_per_task(engine, study_name, actor=actor).seconds
     if measured is not None:
         return round(measured, 1)
     return next((round(float(p.seconds_per_rating), 1) for p in plans if p.seconds_per_rating), None)

@@ -28,7 +28,9 @@ from review_app.db.models import (
     TaskFlag,
     utcnow,
 )
+from review_app.services.actors import SYSTEM, Actor
 from review_app.services.errors import NotFound
+from review_app.services.studies import lead_of
 
 _REVIEWER_COUNTS = ("assigned", "submitted", "open", "skipped", "flagged")
 BEHIND_RATIO = 0.5
@@ -55,12 +57,16 @@ class Progress:
         return asdict(self)
 
 
-def study_progress(engine: Engine, study_name: str) -> Progress:
-    """Counts by rubric, subset and reviewer, pairs, throughput and flags, aggregated in the database."""
+def study_progress(engine: Engine, study_name: str, *, actor: Actor = SYSTEM) -> Progress:
+    """Counts by rubric, subset and reviewer, pairs, throughput and flags, aggregated in the database.
+
+    Only for a lead of the study or an admin (``actor``; the command line acts as the system).
+    """
     with read_session(engine) as session:
         study = session.exec(select(Study).where(Study.name == study_name)).first()
         if study is None:
             raise NotFound(f"no study named {study_name!r}")
+        lead_of(session, actor, study)
         # Counters kept by database triggers (migration 0007): reading them costs the same at any
         # study size, where the scans they replace took 20-50 s at 500,000 items.
         cells = session.exec(

@@ -10,7 +10,7 @@
 
 Every function takes the acting user (any object with an ``id``, e.g. the signed-in user) and
 refuses anyone who is not an active lead or admin (:func:`require_lead`), reading files included:
-reviewers never see any of this.
+reviewers never see any of this. A function given a study also refuses a lead who does not lead it.
 """
 
 from __future__ import annotations
@@ -32,11 +32,12 @@ from review_app.analysis.study_harm_model import HarmModelSpec
 from review_app.db.engine import read_session, write_session
 from review_app.db.models import GoldTask, Reviewer, Study
 from review_app.services import audit, compute_workers
-from review_app.services.actors import LEAD_ROLES, Actor, acting_user, require_study_lead
+from review_app.services.actors import LEAD_ROLES, SYSTEM, Actor, acting_user, require_study_lead
 from review_app.services.analysis_options import harm_spec
 from review_app.services.annotations import get_study_row, load_annotations, rater_labels
 from review_app.services.errors import NotFound, PermissionDenied, SessionEnded
 from review_app.services.export.tables import escape_csv_cell
+from review_app.services.studies import lead_of
 from review_app.services.study_analysis import harm_model
 from review_app.services.study_cache import CACHE
 from review_app.services.study_frames import relabelled, study_frame, study_rater_labels, warm_frame
@@ -86,10 +87,12 @@ def study_row(session: Session, name: str, *, lock: bool = False) -> Study:
 # --- thresholds ---------------------------------------------------------------------------------
 
 
-def thresholds(engine: Engine, study_name: str) -> QualityThresholds:
-    """The study's alert thresholds (defaults until a lead sets them)."""
+def thresholds(engine: Engine, study_name: str, *, actor: Actor = SYSTEM) -> QualityThresholds:
+    """The study's alert thresholds (defaults until a lead sets them), for a lead of the study or an admin."""
     with read_session(engine) as session:
-        return QualityThresholds.from_dict(study_row(session, study_name).settings.get(SETTINGS_KEY))
+        study = study_row(session, study_name)
+        lead_of(session, actor, study)
+        return QualityThresholds.from_dict(study.settings.get(SETTINGS_KEY))
 
 
 def set_thresholds(engine: Engine, actor: Actor, study_name: str, values: QualityThresholds) -> QualityThresholds:
@@ -175,8 +178,9 @@ def quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityRepo
     Everything is read in one transaction, uncached (:func:`cached_quality_report` is what pages use).
     """
     with read_session(engine) as session:
-        require_lead(session, actor)
+        lead = require_lead(session, actor)
         study = get_study_row(session, study_name)
+        require_study_lead(session, lead, study)
         usernames = rater_labels(session, study.id, pseudonymise=False)
         pseudonyms = rater_labels(session, study.id, pseudonymise=True)
         regular = load_annotations(session, study, pseudonymise=False, labels=usernames)
@@ -188,10 +192,11 @@ def quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityRepo
 
 
 def _quality_inputs(engine: Engine, actor: Actor, study_name: str):
-    """The role check and the small reads every cached quality value runs on each call."""
+    """The role and study-lead check and the small reads every cached quality value runs on each call."""
     with read_session(engine) as session:
-        require_lead(session, actor)
+        lead = require_lead(session, actor)
         study = get_study_row(session, study_name)
+        require_study_lead(session, lead, study)
         expected = _expected_scores(session, study)
         settings = QualityThresholds.from_dict(study.settings.get(SETTINGS_KEY))
         spec = harm_spec(session, study)
@@ -242,9 +247,9 @@ def _quality_job(
 def cached_quality_report(engine: Engine, actor: Actor, study_name: str) -> QualityReport:
     """:func:`quality_report`, computed once per data version, thresholds, gold answers and harm-model spec.
 
-    The role check and the small settings read run on every call (the cache must not outlive a
-    lead's role); the frames come from the study's shared cache, and the report is shared by every
-    lead and session of the process.
+    The role and study-lead check and the small settings read run on every call (the cache must not
+    outlive a lead's role or their place among the study's leads); the frames come from the study's
+    shared cache, and the report is shared by every lead of the study and session of the process.
     """
     return _cached_quality(engine, study_name, _quality_inputs(engine, actor, study_name), severity=True)
 

@@ -24,7 +24,15 @@ from review_app.db.models import Item, ModelResponse, Reviewer, Study, StudyLead
 from review_app.db.statistics import refresh_statistics
 from review_app.rubrics import get_rubric
 from review_app.services import audit
-from review_app.services.actors import LEAD_ROLES, Actor, acting_user, is_study_lead, require_study_lead
+from review_app.services.actors import (
+    LEAD_ROLES,
+    SYSTEM,
+    Actor,
+    acting_user,
+    as_actor,
+    is_study_lead,
+    require_study_lead,
+)
 from review_app.services.actors import get_study as _get_study
 from review_app.services.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 
@@ -177,15 +185,43 @@ def find_study_in(session: Session, name: str) -> Study | None:
     return session.exec(select(Study).where(Study.name == name.strip())).first()
 
 
-def get_study(engine: Engine, name: str) -> Study:
+def lead_of(session: Session, actor: Actor | int, study: Study) -> Reviewer | None:
+    """The acting account re-read in the caller's transaction, if it leads ``study`` or is an admin (None: the system).
+
+    What every service reading one study's data checks (docs/security.md, "Roles and permissions"): a
+    lead sees only the studies they lead. Two primary-key reads (the account and its ``study_lead``
+    row), cheap enough for the reads a lead page makes on every rerun.
+    """
+    me = acting_user(session, actor, roles=LEAD_ROLES)
+    require_study_lead(session, me, study)
+    return me
+
+
+def check_lead_of(engine: Engine, name: str, *, actor: Actor) -> None:
+    """Refuse (``PermissionDenied``, ``SessionEnded``) unless ``actor`` may read the study named ``name``.
+
+    For a service that serves one study's data without a transaction of its own (a cached result):
+    it checks before returning anything. Nothing is read for the system actor.
+    """
+    if as_actor(actor).is_system:
+        return
     with read_session(engine) as session:
-        return _get_study(session, name)
+        lead_of(session, actor, _get_study(session, name))
 
 
-def study_leads(engine: Engine, name: str) -> list[str]:
+def get_study(engine: Engine, name: str, *, actor: Actor = SYSTEM) -> Study:
+    """The study named ``name``, if ``actor`` leads it or is an admin (``NotFound`` when there is none)."""
+    with read_session(engine) as session:
+        study = _get_study(session, name)
+        lead_of(session, actor, study)
+        return study
+
+
+def study_leads(engine: Engine, name: str, *, actor: Actor = SYSTEM) -> list[str]:
     """Usernames of the study's leads (admins lead every study without being listed)."""
     with read_session(engine) as session:
         study = _get_study(session, name)
+        lead_of(session, actor, study)
         return list(
             session.exec(
                 select(Reviewer.username)
@@ -237,9 +273,17 @@ def set_study_lead(engine: Engine, name: str, username: str, *, actor: Actor, le
         )
 
 
-def list_studies(engine: Engine) -> list[Study]:
+def list_studies(engine: Engine, *, actor: Actor = SYSTEM) -> list[Study]:
+    """The studies ``actor`` may open, oldest first: for a lead the studies they lead, for an admin
+    and the system every study (a reviewer: none; ``SessionEnded`` for an account that changed)."""
     with read_session(engine) as session:
-        return list(session.exec(select(Study).order_by(Study.created_at)))
+        me = acting_user(session, actor)
+        query = select(Study).order_by(Study.created_at)
+        if me is not None and me.role != "admin":
+            if me.role not in LEAD_ROLES:
+                return []
+            query = query.where(Study.id.in_(select(StudyLead.study_id).where(StudyLead.reviewer_id == me.id)))
+        return list(session.exec(query))
 
 
 def _candidates(session, study: Study, condition: str | None, languages: set[str] | None) -> list[dict]:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from review_app.services import cached_analyses, compute_workers, study_analysis
+from review_app.services import cached_analyses, compute_workers, studies, study_analysis
+from review_app.services.actors import SYSTEM, Actor
 from review_app.services.export.paper import PaperTable, agreement_tables
 from review_app.services.study_analysis import StudyAgreement
 from review_app.services.study_cache import CACHE
@@ -31,13 +32,16 @@ def cached_agreement_page(
     *,
     weights: str = study_analysis.AGREEMENT_WEIGHTS,
     min_ratings: int = study_analysis.MIN_RATINGS,
+    actor: Actor = SYSTEM,
 ) -> AgreementPage:
     """The study's agreement and its paper tables (CSV written), once per data version, shared by every session.
 
     Built in the compute worker with the numbers: built in the app, the tables and their CSV files
     would cost Python time on every rerun that reviewers' requests to the same server wait for, and
-    while reviewers submit every rerun is a new data version.
+    while reviewers submit every rerun is a new data version. ``actor`` must lead the study (checked
+    before a cached page is served).
     """
+    studies.check_lead_of(engine, study_name, actor=actor)
     cached_analyses.check_agreement_options(weights, min_ratings)
     rubrics, version = cached_analyses.rubrics_and_version(engine, study_name)
 

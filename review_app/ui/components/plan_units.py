@@ -14,6 +14,7 @@ import streamlit as st
 
 from review_app.analysis.sample_size import Plan
 from review_app.services import planning
+from review_app.services.actors import Actor
 from review_app.services.planning import PlanInUnits
 from review_app.ui.components.quality import METRIC_NAMES
 from review_app.ui.components.text import plain
@@ -25,7 +26,7 @@ def _typed(study: str, widget_key: str) -> None:
     st.session_state[TIME_KEY.format(study=study)] = st.session_state[widget_key]
 
 
-def time_per_task(db, study: str, *, page: str, plans: Sequence[Plan] = ()) -> float | None:
+def time_per_task(db, user: Actor, study: str, *, page: str, plans: Sequence[Plan] = ()) -> float | None:
     """The time per task (seconds per rating) reviewer-hours use, as a number input.
 
     It starts at the study's measured median time on task when the study has submissions (else a
@@ -35,8 +36,8 @@ def time_per_task(db, study: str, *, page: str, plans: Sequence[Plan] = ()) -> f
     """
     typed_key = TIME_KEY.format(study=study)
     widget_key = f"time_per_task_input:{page}:{study}"
-    measured = planning.measured_time_per_task(db, study)
-    default = planning.default_time_per_task(db, study, plans)
+    measured = planning.measured_time_per_task(db, study, actor=user)
+    default = planning.default_time_per_task(db, study, plans, actor=user)
     value = st.session_state.get(typed_key, default)
     if widget_key not in st.session_state or st.session_state[widget_key] != value:
         st.session_state[widget_key] = value  # None shows an empty input
@@ -95,9 +96,9 @@ def plan_metrics(units: PlanInUnits, seconds: float | None, plan: Plan | None = 
     st.caption(plain(units.conversion()))
 
 
-def plan_panel(box, db, study: str, seconds: float | None, *, per_row: int = 5) -> None:
+def plan_panel(box, db, user: Actor, study: str, seconds: float | None, *, per_row: int = 5) -> None:
     """The study's kept plans in units next to its pool: what is needed, what is drawn, what falls short."""
-    check = planning.plan_check(db, study)
+    check = planning.plan_check(db, study, actor=user)
     with box.container(border=True):
         st.markdown("**Study plan**")
         if not check.plans:
@@ -108,7 +109,7 @@ def plan_panel(box, db, study: str, seconds: float | None, *, per_row: int = 5) 
                 f"{METRIC_NAMES[plan.metric]}: {plan.n_tasks} tasks, {plan.n_dual} rated by {plan.raters} "
                 f"(seed {plan.seed}, {plan.simulations} simulations)"
             )
-        units = PlanInUnits.of(check.plans, planning.study_rubrics(db, study))
+        units = PlanInUnits.of(check.plans, planning.study_rubrics(db, study, actor=user))
         plan_metrics(units, seconds, check.plans[0] if len(check.plans) == 1 else None, per_row=per_row)
         st.markdown(
             f"Needs **{check.needed_tasks}** units, **{check.needed_dual}** multi-rated "

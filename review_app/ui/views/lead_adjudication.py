@@ -18,7 +18,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from review_app.rubrics import Dimension, get_rubric
-from review_app.services import adjudication, adjudication_decisions, rating_comparison, reviewing, studies
+from review_app.services import adjudication, adjudication_decisions, rating_comparison, reviewing
 from review_app.services.errors import ServiceError
 from review_app.ui.components import material
 from review_app.ui.components.pickers import pick_study
@@ -77,7 +77,7 @@ db = engine()
 show_flashes()
 notice = st.session_state.pop(NOTICE, None)
 scroll_to_refusal = st.session_state.pop(SCROLL, None)
-study = pick_study(db, studies)
+study = pick_study(db, user)
 if study is None:
     st.stop()
 rubric_key = st.radio("Rubric", study.rubric_keys, horizontal=True, format_func=lambda k: get_rubric(k).name)
@@ -91,7 +91,9 @@ if right.button("Record unanimous decisions", help="Mark every task whose raters
         st.error(plain(exc))
 try:
     # a panel-scale queue has tens of thousands of tasks; the most urgent come first
-    head = adjudication.disagreement_queue_head(db, study.name, rubric_key, open_only=open_only, limit=QUEUE_SHOWN)
+    head = adjudication.disagreement_queue_head(
+        db, study.name, rubric_key, open_only=open_only, limit=QUEUE_SHOWN, actor=user
+    )
 except ServiceError as exc:
     st.error(plain(exc))
     st.stop()

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from review_app.services import studies
+from review_app.services.errors import ServiceError
 from review_app.services.export import paper as paper_tables
 from review_app.services.judge_audit import judge_audit_summary, verdict_names
 from review_app.ui.components import charts, tables
@@ -11,13 +12,18 @@ from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.text import plain
 from review_app.ui.session import engine, require_role
 
-require_role("lead", "admin")
+user = require_role("lead", "admin")
 db = engine()
-study = pick_study(db, studies)
+study = pick_study(db, user)
 if study is None:
     st.stop()
+try:  # refused before any control is drawn; the reads below check the user again
+    studies.check_lead_of(db, study.name, actor=user)
+except ServiceError as exc:
+    st.error(plain(exc))
+    st.stop()
 if "judge" in study.rubric_keys:
-    audit = judge_audit_summary(db, study.name)
+    audit = judge_audit_summary(db, study.name, actor=user)
     st.markdown("#### Automatic judge vs clinicians")
     names = verdict_names()
     for table in paper_tables.judge_audit_tables(audit)[:2]:
@@ -48,7 +54,7 @@ min_ratings = right.number_input(
     help="Tasks with fewer ratings are set aside and counted. 2 = dual-rated tasks (the protocol); 1 keeps every "
     "task, as Gwet's handbook and irrCAC do.",
 )
-page = agreement_page_for(db, study.name, weights=weights, min_ratings=int(min_ratings))
+page = agreement_page_for(db, user, study.name, weights=weights, min_ratings=int(min_ratings))
 result = page.result
 for note in result.notes:
     st.info(plain(note))

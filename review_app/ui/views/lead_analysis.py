@@ -19,7 +19,7 @@ from review_app.analysis.formatting import FACTOR_LABELS
 from review_app.analysis.priors import DEFAULT_PRIOR_INTERCEPT_SD, DEFAULT_PRIOR_SD
 from review_app.analysis.rubric_b import TIE_RULE_LABELS, TIE_RULES
 from review_app.analysis.study_harm_model import HARM_MODEL_FIXED
-from review_app.services import export, studies
+from review_app.services import export
 from review_app.services.analysis_options import AnalysisOptions, save_analysis_options
 from review_app.services.errors import ServiceError
 from review_app.services.export import paper as paper_tables
@@ -103,16 +103,17 @@ def settings_form(db, study_name: str, analysis, options: AnalysisOptions, user)
 
 user = require_role("lead", "admin")
 db = engine()
-study = pick_study(db, studies)
+study = pick_study(db, user)
 if study is None:
     st.stop()
 show_flashes()
 try:
     pending = export.pending_tasks(db, study.name, actor=user)
-except ServiceError:  # not a lead of this study: the switch is still offered, without the count
-    pending = None
+except ServiceError as exc:  # not a lead of this study (any more): say so, show nothing of it
+    st.error(plain(exc))
+    st.stop()
 choice = task_choice(study.name, pending, page="analysis")
-analysis = analysis_for(db, study.name, pending=choice)
+analysis = analysis_for(db, user, study.name, pending=choice)
 if analysis.scope is not None:
     st.caption(plain(analysis.scope.describe()))
 options = analysis.options
@@ -131,7 +132,7 @@ if analysis.rubric_a is not None:
         key=f"rubric_a_bootstrap:{study.name}",
         help="Computed once per data version, then reused; the export always includes them.",
     ):
-        with_intervals = rubric_a_intervals_for(db, study.name, pending=choice)
+        with_intervals = rubric_a_intervals_for(db, user, study.name, pending=choice)
         if with_intervals is not None:
             tables["rubric_a"] = paper_tables.rubric_a_tables(replace(analysis, rubric_a=with_intervals))
     st.plotly_chart(charts.pass_rates(analysis.rubric_a.to_frame()), width="stretch")
@@ -163,7 +164,7 @@ if analysis.harm_model is not None:
         paper_table.show(table, study.name)
 
 if "judge" in study.rubric_keys:
-    audit = judge_audit_summary(db, study.name)
+    audit = judge_audit_summary(db, study.name, actor=user)
     st.markdown("#### Judge audit: the automatic judge against clinicians")
     st.caption(
         "The judge audit pairs every clinician annotation in force with the judge's label, pending tasks included."

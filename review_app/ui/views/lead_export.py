@@ -8,7 +8,7 @@ the same choice gives the same numbers on both.
 
 import streamlit as st
 
-from review_app.services import export, studies
+from review_app.services import export
 from review_app.services.errors import ServiceError
 from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.task_choice import task_choice
@@ -17,7 +17,7 @@ from review_app.ui.session import engine, require_role
 
 user = require_role("lead", "admin")
 db = engine()
-study = pick_study(db, studies)
+study = pick_study(db, user)
 if study is None:
     st.stop()
 st.caption(

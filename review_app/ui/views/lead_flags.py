@@ -7,7 +7,7 @@ records an audit entry); this page only lists and forwards.
 import pandas as pd
 import streamlit as st
 
-from review_app.services import flags, studies
+from review_app.services import flags
 from review_app.services.errors import ServiceError
 from review_app.ui.components import tables
 from review_app.ui.components.pickers import pick_study
@@ -17,7 +17,7 @@ from review_app.ui.session import engine, flash, require_role, show_flashes
 user = require_role("lead", "admin")
 db = engine()
 show_flashes()
-study = pick_study(db, studies)
+study = pick_study(db, user)
 if study is None:
     st.stop()
 show_all = st.toggle("Show answered flags too", key="flags_show_all")
@@ -26,7 +26,7 @@ try:
 except ServiceError as exc:
     st.error(plain(exc))
     st.stop()
-counts = flags.flag_counts(db, study.name)
+counts = flags.flag_counts(db, study.name, actor=user)
 a, b, c = st.columns(3)
 a.metric("Open flags", f"{counts['open']:,}")
 b.metric("Resolved", f"{counts['resolved']:,}")

@@ -31,7 +31,7 @@ if upload is None:
 
 name, data = upload.name, upload.getvalue()
 kind = None if kind_choice == "detect" else kind_choice
-options = {"kind": kind, "actor": user, "skip_bad_rows": skip_bad_rows}
+options = {"kind": kind, "skip_bad_rows": skip_bad_rows}
 
 
 def _show_rows(issues) -> None:
@@ -47,7 +47,7 @@ st.markdown(f"**Preview** (first {len(preview)} rows of {plain(name)})")
 st.dataframe(pd.DataFrame(preview).astype(str), hide_index=True, width="stretch")
 
 try:
-    (summary,) = importing.import_upload(db, name, data, dry_run=True, **options)
+    (summary,) = importing.import_upload(db, name, data, dry_run=True, actor=user, **options)
 except importing.ImportRefused as exc:
     st.error(f"This file cannot be imported: {len(exc.issues)} problem(s). Nothing was written.")
     _show_rows(exc.issues)
@@ -68,7 +68,7 @@ if summary.skipped:
     _show_rows(summary.skipped)
 if st.button("Import", type="primary", disabled=summary.new == 0 and summary.updated == 0):
     try:
-        (done,) = importing.import_upload(db, name, data, **{**options, "kind": summary.kind})
+        (done,) = importing.import_upload(db, name, data, actor=user, **{**options, "kind": summary.kind})
     except importing.ImportRefused as exc:
         st.error(f"This file cannot be imported: {len(exc.issues)} problem(s). Nothing was written.")
         _show_rows(exc.issues)

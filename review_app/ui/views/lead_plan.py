@@ -13,6 +13,7 @@ from review_app.services.errors import ServiceError
 from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.plan_units import plan_metrics, plan_panel, time_per_task
 from review_app.ui.components.quality import METRIC_NAMES
+from review_app.ui.components.text import plain
 from review_app.ui.session import engine, flash, require_role, show_flashes
 
 user = require_role("lead", "admin")
@@ -24,10 +25,15 @@ st.caption(
     "from a seeded simulation of the analysis the study will run (same seed, same plan); a pilot study's ratings "
     "replace the assumptions."
 )
-study = pick_study(db, studies)
+study = pick_study(db, user)
 if study is None:
     st.stop()
-names = [s.name for s in studies.list_studies(db)]
+try:
+    kept = planning.saved_plans(db, study.name, actor=user)
+except ServiceError as exc:  # not a lead of this study (any more): say so, show nothing of it
+    st.error(plain(exc))
+    st.stop()
+names = [s.name for s in studies.list_studies(db, actor=user)]  # a pilot is one of the user's studies
 
 metric = st.radio("What must the study estimate?", list(METRIC_NAMES), format_func=METRIC_NAMES.get, horizontal=True)
 with st.form("plan"):
@@ -76,7 +82,9 @@ with st.form("plan"):
             bar.progress(min(done / max(budget, 1), 1.0), text=f"Simulating... {done} simulations")
 
         try:
-            plan = planning.make_plan(db, planning.PlanRequest(**request, seed=int(seed)), progress=progress)
+            plan = planning.make_plan(
+                db, planning.PlanRequest(**request, seed=int(seed)), progress=progress, actor=user
+            )
             st.session_state["plan_result"] = (study.name, plan.to_dict(), pilot)
         except ServiceError as error:
             st.error(str(error))
@@ -84,14 +92,13 @@ with st.form("plan"):
 
 result = st.session_state.get("plan_result")
 fresh = Plan.from_dict(result[1]) if result and result[0] == study.name else None
-kept = planning.saved_plans(db, study.name)
 seconds = None
 if fresh is not None:
     _name, _stored, pilot_name = result
     st.markdown(f"#### Plan: {METRIC_NAMES[fresh.metric]}")
     with st.columns([1, 2])[0]:
-        seconds = time_per_task(db, study.name, page="plan", plans=[fresh, *kept])
-    plan_metrics(planning.PlanInUnits.of([fresh], planning.study_rubrics(db, study.name)), seconds, fresh)
+        seconds = time_per_task(db, user, study.name, page="plan", plans=[fresh, *kept])
+    plan_metrics(planning.PlanInUnits.of([fresh], planning.study_rubrics(db, study.name, actor=user)), seconds, fresh)
     st.caption("The simulation's report, in tasks of the rubric the plan measures (one per unit):")
     st.text(planning.simulation_summary(fresh))
 
@@ -107,5 +114,5 @@ if fresh is not None:
 st.markdown("#### Plans kept for this study")
 if fresh is None and kept:
     with st.columns([1, 2])[0]:
-        seconds = time_per_task(db, study.name, page="plan", plans=kept)
-plan_panel(st.container(), db, study.name, seconds)
+        seconds = time_per_task(db, user, study.name, page="plan", plans=kept)
+plan_panel(st.container(), db, user, study.name, seconds)

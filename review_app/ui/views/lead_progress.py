@@ -8,7 +8,8 @@ dual-rated tasks still waiting for a rater; open flags; a warning per reviewer f
 import pandas as pd
 import streamlit as st
 
-from review_app.services import progress, studies
+from review_app.services import progress
+from review_app.services.errors import ServiceError
 from review_app.ui.components import charts, tables
 from review_app.ui.components.pickers import pick_study
 from review_app.ui.components.quality import show_alerts
@@ -36,11 +37,15 @@ REVIEWER_COLUMNS = {
 
 user = require_role("lead", "admin")
 db = engine()
-study = pick_study(db, studies)
+study = pick_study(db, user)
 if study is None:
     st.stop()
+try:
+    report = progress.study_progress(db, study.name, actor=user)
+except ServiceError as exc:  # not a lead of this study (any more): say so, show nothing of it
+    st.error(plain(exc))
+    st.stop()
 show_alerts(db, user, study.name)
-report = progress.study_progress(db, study.name)
 for warning in report.warnings:
     st.warning(plain(warning), icon=":material/schedule:")
 done = report.complete_tasks

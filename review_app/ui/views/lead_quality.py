@@ -6,7 +6,7 @@ import streamlit as st
 from review_app.analysis.reviewer_measures import MIN_DRIFT_TASKS
 from review_app.analysis.reviewer_quality import ALERTS_ONLY_NOTE, QualityThresholds
 from review_app.rubrics import get_rubric
-from review_app.services import gold_tasks, reviewer_monitoring, studies
+from review_app.services import gold_tasks, reviewer_monitoring
 from review_app.services.errors import ServiceError
 from review_app.ui.components import tables
 from review_app.ui.components.pickers import pick_study
@@ -28,7 +28,7 @@ from review_app.ui.session import engine, flash, require_role, show_flashes
 user = require_role("lead", "admin")
 db = engine()
 show_flashes()
-study = pick_study(db, studies)
+study = pick_study(db, user)
 if study is None:
     st.stop()
 st.caption(
@@ -202,7 +202,7 @@ if removable:
             st.rerun()
 
 st.markdown("#### Alert thresholds")
-current = reviewer_monitoring.thresholds(db, study.name)
+current = reviewer_monitoring.thresholds(db, study.name, actor=user)
 with st.form("thresholds"):
     left, mid, right = st.columns(3)
     alpha = left.number_input(

@@ -37,11 +37,16 @@ tables.show(
     "means the profile leaves it blank.",
 )
 
-study = pick_study(db, studies)
+study = pick_study(db, user)
+report = None
 if study is not None:
-    report = progress.study_progress(db, study.name)
+    try:
+        report = progress.study_progress(db, study.name, actor=user)
+    except ServiceError as exc:  # not a lead of this study (any more): nothing of it is shown
+        st.error(plain(exc))
+if report is not None:
     on_study = {r["username"] for r in report.by_reviewer}
-    leads = studies.study_leads(db, study.name)
+    leads = studies.study_leads(db, study.name, actor=user)
     st.markdown(f"#### Enrolment in {plain(study.name)}")
     if not studies.leads(db, user, study.name):
         st.info(

@@ -18,7 +18,10 @@ from review_app.ui.session import engine, require_role
 user = require_role("lead", "admin")
 db = engine()
 
-with st.expander("Create a study", expanded=not studies.list_studies(db)), st.form("create_study", border=False):
+with (
+    st.expander("Create a study", expanded=not studies.list_studies(db, actor=user)),
+    st.form("create_study", border=False),
+):
     name = st.text_input("Study name")
     rubric_keys = st.multiselect(
         "Rubrics",
@@ -35,7 +38,7 @@ with st.expander("Create a study", expanded=not studies.list_studies(db)), st.fo
         except ServiceError as exc:
             st.error(plain(exc))
 
-study = pick_study(db, studies)
+study = pick_study(db, user)
 if study is None:
     st.stop()
 st.caption(
@@ -45,7 +48,11 @@ st.caption(
 st.markdown("#### 1. Draw the review pool")
 pool_column, plan_column = st.columns([3, 2])
 plan_box = plan_column.container()  # the study's plan, filled at the end (after this run's draw or assignment)
-defaults = planning.setup_defaults(planning.plan_check(db, study.name))
+try:
+    defaults = planning.setup_defaults(planning.plan_check(db, study.name, actor=user))
+except ServiceError as exc:  # not a lead of this study (any more): say so, show nothing of it
+    st.error(plain(exc))
+    st.stop()
 if defaults.from_plan:
     pool_column.caption("Filled in from the plan kept for this study (Plan page); change anything before drawing.")
 with pool_column.form("pool"):
@@ -107,9 +114,9 @@ with st.form("assign"):
         except ServiceError as exc:
             st.error(plain(exc))
 
-kept = planning.saved_plans(db, study.name)
+kept = planning.saved_plans(db, study.name, actor=user)
 seconds = None
 if kept:
     with plan_box:
-        seconds = time_per_task(db, study.name, page="setup", plans=kept)
-plan_panel(plan_box, db, study.name, seconds, per_row=2)
+        seconds = time_per_task(db, user, study.name, page="setup", plans=kept)
+plan_panel(plan_box, db, user, study.name, seconds, per_row=2)

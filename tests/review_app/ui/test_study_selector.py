@@ -121,11 +121,21 @@ def test_a_study_that_is_gone_opens_the_newest(demo_db):
                 "VALUES ('Short-lived', '', 'A', 'active', '{}', CURRENT_TIMESTAMP)"
             )
         )
+        connection.execute(  # led by lead01: a lead's selector lists the studies they lead
+            text(
+                "INSERT INTO study_lead (study_id, reviewer_id, added_at) "
+                "SELECT study.id, reviewer.id, CURRENT_TIMESTAMP FROM study, reviewer "
+                "WHERE study.name = 'Short-lived' AND reviewer.username = 'lead01'"
+            )
+        )
     first = _open(sign_in("lead01"), "lead_export")
     assert _selector(first).value == "Short-lived"
     _choose(first, DEMO_STUDY)
     _choose(first, "Short-lived")
     with demo_db.begin() as connection:
+        connection.execute(
+            text("DELETE FROM study_lead WHERE study_id IN (SELECT id FROM study WHERE name = 'Short-lived')")
+        )
         connection.execute(text("DELETE FROM study WHERE name = 'Short-lived'"))
     assert _selector(_open(sign_in("lead01"), "lead_export")).value == DEMO_JUDGE_STUDY
     _open(first, "lead_progress")  # the session that chose it falls back too, without an error
