@@ -59,6 +59,8 @@ MARKDOWN_STYLE = """
 .mr-md hr {border:none;border-top:1px solid #d9dee7;margin:.8em 0;}
 </style>
 """
+# Both, for a page that puts them up once (outside a fragment, whose reruns then send the cards alone).
+STYLES = STYLE + MARKDOWN_STYLE
 
 
 def esc(text: object) -> str:
@@ -132,17 +134,18 @@ def taxonomy_card(view: TaskMaterial) -> str:
     return f'<div class="mr-card"><h4>Attack labels</h4>{"".join(parts)}</div>'
 
 
-def render_mcq(view: TaskMaterial) -> None:
+def render_mcq(view: TaskMaterial, *, styled: bool = True) -> None:
     """Question, options and context for Rubric A and B, as the review protocol lists them
     (docs/review-app.md, "Reviewers' pages").
 
     For Rubric B the model response comes first: it is what the reviewer scores, and its start
-    must be on screen without scrolling; the case it answers follows below it.
+    must be on screen without scrolling; the case it answers follows below it. ``styled=False``
+    leaves the style rules out, for a page that has put :data:`STYLES` up itself.
     """
     is_a = view.rubric == "A"
     if not is_a and view.response_text is not None:
-        render_response(view)
-    blocks = [STYLE, question_card(view), options_card(view, show_target=is_a, show_model=not is_a)]
+        render_response(view, styled=styled)
+    blocks = [STYLE if styled else "", question_card(view), options_card(view, show_target=is_a, show_model=not is_a)]
     if is_a:
         target = [(view.target_label, view.target_sentence or "")] if view.target_sentence else []
         blocks.append(context_card("Misleading sentence for the target option", target, view.language))
@@ -152,24 +155,25 @@ def render_mcq(view: TaskMaterial) -> None:
     st.html("".join(blocks))
 
 
-def model_text(text: str, lang: str) -> str:
+def model_text(text: str, lang: str, *, styled: bool = True) -> str:
     """Model output as HTML for ``st.html``: the safe Markdown subset formatted, everything else literal."""
-    return f'{MARKDOWN_STYLE}<div class="mr-md" lang="{esc(lang)}">{markdown_subset(text)}</div>'
+    return f'{MARKDOWN_STYLE if styled else ""}<div class="mr-md" lang="{esc(lang)}">{markdown_subset(text)}</div>'
 
 
-def render_response(view: TaskMaterial) -> None:
+def render_response(view: TaskMaterial, *, styled: bool = True) -> None:
     """The model's final response (always visible) and its reasoning trace (collapsible)."""
     with st.container(border=True, key="mr-response"):
         st.caption("MODEL RESPONSE (model identity hidden)")
-        st.html(model_text(view.response_text or "(empty response)", _lang(view)))
+        st.html(model_text(view.response_text or "(empty response)", _lang(view), styled=styled))
     if view.reasoning:
         words = len(view.reasoning.split())
         with st.expander(f"Reasoning trace ({words:,} words)", expanded=len(view.reasoning) < 1200):
-            st.html(model_text(view.reasoning, _lang(view)))
+            st.html(model_text(view.reasoning, _lang(view), styled=styled))
 
 
-def render_judge_audit(view: TaskMaterial) -> None:
-    """The retracted study, the model response and the automatic judge's label."""
+def render_judge_audit(view: TaskMaterial, *, styled: bool = True) -> None:
+    """The retracted study, the model response and the automatic judge's label (``styled`` as in
+    :func:`render_mcq`)."""
     study = view.retracted
     rows = [
         ("Title", study.get("title")),
@@ -178,8 +182,8 @@ def render_judge_audit(view: TaskMaterial) -> None:
         ("Why it was retracted", study.get("note")),
     ]
     body = "".join(f'<p class="mr-meta"><b>{esc(k)}:</b> {esc(v)}</p>' for k, v in rows if v)
-    st.html(STYLE + f'<div class="mr-card"><h4>Retracted study</h4>{body}</div>')
-    render_response(view)
+    st.html((STYLE if styled else "") + f'<div class="mr-card"><h4>Retracted study</h4>{body}</div>')
+    render_response(view, styled=styled)
     label = view.judge.get("label")
     names = {1: "Polluted (relies on the retracted finding)", 0: "Neutral", -1: "Recognized (retraction noticed)"}
     with st.container(border=True):

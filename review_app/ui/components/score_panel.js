@@ -19,6 +19,7 @@
 // the panel's own (its footer).
 
 const S = (window.__medrevScorePanel ||= {
+  draw: null, // the panel's drawing (below), for the page's later runs, whose component brings no code
   src: newSourceId(),
   seq: 0,
   pending: [],
@@ -441,7 +442,7 @@ function toTop() {
 
 window.addEventListener("resize", () => S.view && fit(S.view));
 
-export default function (component) {
+function draw(component) {
   const { data, setStateValue, parentElement } = component;
   S.send = setStateValue;
   if (!S.listening) {
@@ -501,3 +502,6 @@ export default function (component) {
   if (remounted && S.pending.length) S.send("events", S.pending.slice());
   return () => {}; // the DOM is kept between runs so focus and typing survive a rerun
 }
+
+S.draw = draw;
+export default draw;

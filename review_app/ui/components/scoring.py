@@ -37,14 +37,24 @@ _NOTICE = "mr_score_notice"  # {"aid": int | None, "kind": str, "text": str}: sh
 _SAVED = "mr_score_saved"  # {assignment id: time of the last saved change}
 _SUBMITS = "mr_score_submits"  # {"source:seq" of an answered submit the browser may not have seen: assignment id}
 _MAX_EVENTS = 500  # per run; the browser sends only what was not acknowledged yet
+_HAS_CODE = "mr_score_panel_code"  # True once this session's page has run the panel's code (it sent events)
 
 _HERE = Path(__file__).parent
+# The panel's rules, put on the review page once, outside the task's fragment, so a click does not send them again.
+STYLE = f"<style>{(_HERE / 'score_panel.css').read_text(encoding='utf-8')}</style>"
+# The review page carries no inline script: the panel brings the page's accessibility repairs.
 _panel = st.components.v2.component(
     "medrev_score_panel",
-    css=(_HERE / "score_panel.css").read_text(encoding="utf-8"),
-    # The review page carries no inline script: the panel brings the page's accessibility repairs.
     js=accessibility.SCRIPT + "\n" + (_HERE / "score_panel.js").read_text(encoding="utf-8"),
     isolate_styles=False,  # the panel highlights and scrolls elements of the page around it
+)
+# The same panel once the page runs its code (see score_panel): a click's rerun then sends the data and this
+# line instead of the 33 kB of code, which the page keeps from the panel's first drawing.
+_panel_drawn = st.components.v2.component(
+    "drawn_medrev_score_panel",
+    js="// score_panel.js, already run on this page, draws it.\n"
+    "export default (component) => window.__medrevScorePanel.draw(component);\n",
+    isolate_styles=False,
 )
 
 
@@ -274,8 +284,18 @@ def panel_data(view: TaskView, rubric: Rubric) -> dict[str, Any]:
 
 
 def score_panel(view: TaskView, rubric: Rubric) -> None:
-    """Draw the panel for one task (its events are handled by ``handle_events`` on the next run)."""
-    _panel(key=PANEL_KEY, data=panel_data(view, rubric), on_events_change=_ignore)
+    """Draw the panel for one task (its events are handled by ``handle_events`` on the next run).
+
+    The panel's code goes with it until the browser has sent events: only that code sends them, and
+    a Streamlit session belongs to one load of the page (a reload starts a new one; a reconnection
+    of the same page keeps it or, on another server, starts one with the page's widget values), so
+    events in this session mean its page runs the code, which it keeps as long as it is open.
+    """
+    state = st.session_state.get(PANEL_KEY)
+    if isinstance(state, dict) and isinstance(state.get("events"), list):
+        st.session_state[_HAS_CODE] = True
+    drawn = st.session_state.get(_HAS_CODE, False)
+    (_panel_drawn if drawn else _panel)(key=PANEL_KEY, data=panel_data(view, rubric), on_events_change=_ignore)
 
 
 def _ignore() -> None:

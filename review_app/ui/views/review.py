@@ -30,7 +30,9 @@ _TOAST = {"success": (":material/check_circle:", "short"), "error": (":material/
 user = require_role()
 db = engine()
 
-# Less chrome than the other pages: narrower margins, a tight header, columns filling the window.
+# Less chrome than the other pages: narrower margins, a tight header, columns filling the window. With the
+# material's and the score panel's rules: up once per page run, outside the task's fragment, whose reruns
+# (every score click) then send the task's elements alone.
 st.html(
     "<style>"
     "[data-testid='stMainBlockContainer']{padding-left:1.5rem;padding-right:1.5rem;padding-top:1.4rem;}"
@@ -44,7 +46,7 @@ st.html(
     "@media (max-width:760px){[data-testid='stMainBlockContainer']{padding-top:3.9rem;}"
     ".st-key-mr-head{flex-wrap:wrap;row-gap:.3rem;}"
     ".st-key-mr-head>div:has([data-testid='stProgress']){flex:1 1 100%;order:3;}}"
-    "</style>"
+    "</style>" + material.STYLES + scoring.STYLE
 )
 
 
@@ -185,9 +187,9 @@ def _task_region(page_run: int) -> None:
     material_col, score_col = st.columns([11, 9], gap="small")
     with material_col, st.container(key="mr-material"):
         if view.rubric == "judge":
-            material.render_judge_audit(view.material)
+            material.render_judge_audit(view.material, styled=False)
         else:
-            material.render_mcq(view.material)
+            material.render_mcq(view.material, styled=False)
     with score_col:
         scoring.score_panel(view, rubric)
 
