@@ -1,4 +1,4 @@
-"""The one error path of the command line (issue 16): exit codes, one message, a log file for bugs, --debug."""
+"""The one error path of the command line: exit codes, one message, a log file for bugs, --debug."""
 
 from __future__ import annotations
 

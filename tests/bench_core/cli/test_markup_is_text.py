@@ -1,4 +1,4 @@
-"""Rich markup in user text is printed as text (issue 16): a label ``[/b]`` never crashes a run and a file
+"""Rich markup in user text is printed as text: a label ``[/b]`` never crashes a run and a file
 named ``MEDMISQA [v2].jsonl`` is named as is, in progress output, errors and reports."""
 
 from __future__ import annotations

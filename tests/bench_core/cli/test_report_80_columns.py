@@ -1,4 +1,4 @@
-"""``bench report`` at 80 columns keeps ``n`` and every CI whole (issue 16): a table too wide is stacked."""
+"""``bench report`` at 80 columns keeps ``n`` and every CI whole: a table too wide is stacked."""
 
 from __future__ import annotations
 

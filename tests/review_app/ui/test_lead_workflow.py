@@ -1,4 +1,4 @@
-"""The study lead's day under AppTest (issue 18): a reviewer's flag reaches the lead's Flags page and
+"""The study lead's day under AppTest: a reviewer's flag reaches the lead's Flags page and
 is resolved; adjudication pre-fills the dimensions the raters agree on and shows a refusal next to
 its control; the Export page follows the selected study and states the pending tasks, as the
 manifest does; the Progress page's numbers are whole, with throughput and pairs.

@@ -1,4 +1,4 @@
-"""The Analysis and Agreement pages read like a paper's tables (issue 18, points 4 and 5), under AppTest.
+"""The Analysis and Agreement pages read like a paper's tables, under AppTest.
 
 Every table carries human column labels, a caption sentence saying how it was computed, and CSV and
 LaTeX downloads that are the export's own files; a judge-audit study's Analysis page shows its own
