@@ -204,11 +204,17 @@ def current_task(page) -> int:
 
 
 def start_next_task(page) -> int:
-    """From the queue, open the next task (rubric A in the demo) and return it once its page has rendered."""
+    """From the queue, open the next task (rubric A in the demo) and return it once its score panel is drawn.
+
+    The page's script can be idle before the panel's component module has loaded and drawn, so the panel
+    itself is waited for: a key pressed before that would reach no panel.
+    """
     page.get_by_role("button", name="Start next task").click()
     expect(page.get_by_text("Rubric A: item validation")).to_be_visible()
     wait_idle(page)
-    return current_task(page)
+    aid = current_task(page)
+    expect(panel(page, aid)).to_have_count(1)
+    return aid
 
 
 def stored_scores(engine, aid: int) -> dict[str, int]:

@@ -92,6 +92,7 @@ def test_the_panel_drawn_by_the_pages_code_keeps_its_place_focus_and_style(serve
     page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
     sign_in(page, base, "rev01")
     first = start_next_task(page)
+    page.wait_for_function("() => window.__medrevScorePanel?.root?.contains(document.activeElement)")
     page.evaluate("window.__firstRoot = window.__medrevScorePanel.root")
     page.keyboard.press("2")  # the first event: its rerun draws the panel with the code on the page
     on = panel(page, first).locator(".mrk-level[aria-checked='true']")
