@@ -170,11 +170,6 @@ def layer(name: str) -> str | None:
     return parts[1] if parts[0] == "bench_core" and len(parts) > 1 and parts[1] != "__main__" else None
 
 
-def bench_core_modules() -> list[str]:
-    """The modules the bench_core rules are checked on."""
-    return [name for name in MODULES if name.startswith("bench_core")]
-
-
 def public_names(package: str) -> set[str]:
     """A package's ``__all__``: what the review app may take from a design without reaching inside it."""
     for node in TREES[package].body:

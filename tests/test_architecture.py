@@ -2,9 +2,9 @@
 
 The import graph (every import, relative and function-level ones resolved, and the modules imported
 lazily by name), the review_app layer tables and the finders that check them are in
-``tests/import_graph.py``; the bench_core rules are the tables and tests below. The review_app finders
-and the cycle search are functions of plain data (arrows, source text), run here on the tree and, in a
-test of their own, on a planted violation, so each is seen to fail.
+``tests/import_graph.py``; the bench_core tables and finders are in ``tests/bench_core_rules.py``. The
+finders and the cycle search are functions of plain data (arrows, source text), run here on the tree
+and, in a test of their own, on a planted violation, so each is seen to fail.
 """
 
 from __future__ import annotations
@@ -13,6 +13,15 @@ import ast
 
 import pytest
 
+from tests.bench_core_rules import (
+    LAYERS,
+    design_use_violations,
+    design_violations,
+    kernel_violations,
+    review_app_violations,
+    several_designs_violations,
+    terminal_violations,
+)
 from tests.import_graph import (
     IMPORTS,
     MODULES,
@@ -22,26 +31,18 @@ from tests.import_graph import (
     CallWithoutUser,
     acting,
     arrows_of,
-    bench_core_modules,
     calls_without_user,
     import_cycles,
     internal,
     internal_graph,
     is_package_module,
     is_page,
-    layer,
     layer_violations,
     lazy_names,
     lazy_violations,
     page_violations,
     public_names,
 )
-
-DESIGNS = ("medmisbench", "healthcontradict", "trojan", "generation", "mitigation")
-LAYERS = ("kernel", "cli", *DESIGNS)
-ALLOWED_DESIGN_ARROWS = {("generation", "medmisbench"), ("mitigation", "medmisbench")}
-# terminal output: rich only in cli/ and for the runner's progress bar (progress with rate and ETA)
-RICH_OUTSIDE_CLI = {"bench_core.kernel.runner"}
 
 
 def test_bench_core_top_level_holds_only_packages():
@@ -53,86 +54,120 @@ def test_bench_core_top_level_holds_only_packages():
 
 
 def test_kernel_imports_no_design_and_no_cli():
-    wrong = [
-        str(a) for n in bench_core_modules() if layer(n) == "kernel" for a in internal(n) if layer(a.target) != "kernel"
-    ]
+    wrong = kernel_violations(IMPORTS)
     assert wrong == [], "kernel/ imports only kernel/ (a design-specific need belongs in the design):\n" + "\n".join(
         wrong
     )
 
 
 def test_designs_import_each_other_only_as_allowed():
-    wrong = []
-    for name in bench_core_modules():
-        source = layer(name)
-        if source not in DESIGNS:
-            continue
-        for arrow in internal(name):
-            target = layer(arrow.target)
-            if target == "cli" or (
-                target in DESIGNS and target != source and (source, target) not in ALLOWED_DESIGN_ARROWS
-            ):
-                wrong.append(str(arrow))
+    wrong = design_violations(IMPORTS)
     assert wrong == [], "designs import only the kernel, generation -> medmisbench and mitigation -> medmisbench:\n" + (
         "\n".join(wrong)
     )
 
 
 def test_only_the_cli_imports_several_designs():
-    wrong = []
-    for name in bench_core_modules():
-        if layer(name) == "cli":
-            continue
-        designs = {layer(a.target) for a in internal(name)} & set(DESIGNS)
-        designs.discard(layer(name))
-        if len(designs) > 1:
-            wrong.append(f"{name} imports {sorted(designs)}")
+    wrong = several_designs_violations(IMPORTS)
     assert wrong == [], "only cli/ may import two designs:\n" + "\n".join(wrong)
 
 
 def test_flags_and_terminal_output_live_in_the_cli():
-    wrong = []
-    for name in bench_core_modules():
-        if layer(name) == "cli":
-            continue
-        for arrow in IMPORTS[name]:
-            top = arrow.target.split(".")[0]
-            if top in ("typer", "click") or (top == "rich" and name not in RICH_OUTSIDE_CLI):
-                wrong.append(str(arrow))
+    wrong = terminal_violations(IMPORTS)
     assert wrong == [], "typer and rich belong in cli/ (designs return data; cli/ prints it):\n" + "\n".join(wrong)
 
 
 def test_bench_core_never_imports_review_app():
-    wrong = [str(a) for n in bench_core_modules() for a in IMPORTS[n] if a.target.split(".")[0] == "review_app"]
+    wrong = review_app_violations(IMPORTS)
     assert wrong == []
 
 
 def test_review_app_uses_designs_through_their_public_init_and_the_kernel():
-    wrong = []
-    for name in (n for n in MODULES if n.startswith("review_app")):
-        for arrow in IMPORTS[name]:
-            target = arrow.target
-            if not target.startswith("bench_core"):
-                continue
-            parts = target.split(".")
-            if len(parts) >= 3 and parts[1] == "kernel":
-                continue
-            if name == "review_app.cli" and target == "bench_core.cli":
-                continue  # medrev mounts the bench group
-            package = ".".join(parts[:2])
-            if (
-                len(parts) == 2
-                and parts[1] in DESIGNS
-                and (arrow.names == (parts[1],) or set(arrow.names) <= public_names(package))
-            ):
-                continue  # ``from bench_core import <design>``, ``from bench_core.<design> import <public names>``
-            if len(parts) == 3 and parts[1] in DESIGNS and parts[2] in public_names(package) and arrow.names:
-                continue  # ``from bench_core.<design> import <public submodule>`` (e.g. taxonomy)
-            wrong.append(f"{arrow} {list(arrow.names)}")
+    wrong = design_use_violations(IMPORTS, public_names)
     assert wrong == [], (
         "review_app imports bench_core only through a design's public __init__ (names in its __all__) and "
         "kernel modules:\n" + "\n".join(wrong)
     )
+
+
+def test_the_bench_core_rules_catch_planted_violations():
+    """Each bench_core rule fails on a graph that breaks it and lets the arrows it allows through."""
+
+    def arrow(source: str, target: str, line: int = 1, names: tuple[str, ...] = ()) -> Arrow:
+        return Arrow(source, target, line, names)
+
+    kernel, cli, runner = "bench_core.kernel.stats", "bench_core.cli.main", "bench_core.kernel.runner"
+    medmis, trojan, generation = "bench_core.medmisbench.run", "bench_core.trojan.run", "bench_core.generation.build"
+    graph = {
+        "bench_core": [],
+        "bench_core.kernel.text": [],
+        kernel: [
+            arrow(kernel, "bench_core.kernel.text"),
+            arrow(kernel, "bench_core.medmisbench.items.MCQItem", 2),
+            arrow(kernel, "bench_core.cli", 3),
+            arrow(kernel, "rich.console", 4),
+            arrow(kernel, "json", 5),
+        ],
+        runner: [arrow(runner, "rich.progress"), arrow(runner, "review_app.db.models", 6)],
+        "bench_core.cli": [],
+        cli: [arrow(cli, medmis), arrow(cli, trojan), arrow(cli, "typer"), arrow(cli, "rich.table")],
+        "bench_core.medmisbench.items": [],
+        medmis: [
+            arrow(medmis, "bench_core.medmisbench.items"),
+            arrow(medmis, "bench_core.kernel.text"),
+            arrow(medmis, trojan, 7),
+            arrow(medmis, "bench_core.cli.main", 8),
+        ],
+        trojan: [arrow(trojan, "typer", 9)],
+        generation: [arrow(generation, "bench_core.medmisbench.items"), arrow(generation, "bench_core.medmisbench")],
+        "bench_core.medmisbench": [],
+        "bench_core.mitigation.search": [
+            arrow("bench_core.mitigation.search", "bench_core.medmisbench.items"),
+            arrow("bench_core.mitigation.search", "bench_core.healthcontradict.data", 10),
+        ],
+        "bench_core.healthcontradict.data": [],
+    }
+    assert kernel_violations(graph) == [
+        "bench_core.kernel.stats -> bench_core.medmisbench.items (line 2)",
+        "bench_core.kernel.stats -> bench_core.cli (line 3)",
+    ]
+    assert design_violations(graph) == [
+        "bench_core.medmisbench.run -> bench_core.trojan.run (line 7)",
+        "bench_core.medmisbench.run -> bench_core.cli.main (line 8)",
+        "bench_core.mitigation.search -> bench_core.healthcontradict.data (line 10)",
+    ]
+    assert several_designs_violations(graph) == [
+        "bench_core.mitigation.search imports ['healthcontradict', 'medmisbench']"
+    ]
+    assert terminal_violations(graph) == [
+        "bench_core.kernel.stats -> rich.console (line 4)",
+        "bench_core.trojan.run -> typer (line 9)",
+    ]
+    assert review_app_violations(graph) == ["bench_core.kernel.runner -> review_app.db.models (line 6)"]
+
+    public = {"bench_core.medmisbench": {"read_run", "taxonomy"}, "bench_core.trojan": {"load"}}
+    views, services = "review_app.ui.views.study", "review_app.services.runs"
+    uses = {
+        views: [
+            arrow(views, "bench_core.kernel.stats", 1, ("Proportion",)),
+            arrow(views, "bench_core.medmisbench", 2, ("read_run",)),
+            arrow(views, "bench_core.medmisbench.taxonomy", 3, ("taxonomy",)),
+            arrow(views, "bench_core.trojan", 4, ("trojan",)),
+            arrow(views, "bench_core.medmisbench.items", 5, ("items",)),
+        ],
+        services: [
+            arrow(services, "bench_core.medmisbench", 6, ("read_run", "_private")),
+            arrow(services, "bench_core.trojan.run", 7, ("load",)),
+            arrow(services, "bench_core.cli", 8),
+        ],
+        "review_app.cli": [arrow("review_app.cli", "bench_core.cli")],
+    }
+    assert design_use_violations(uses, lambda package: public.get(package, set())) == [
+        "review_app.ui.views.study -> bench_core.medmisbench.items (line 5) ['items']",
+        "review_app.services.runs -> bench_core.medmisbench (line 6) ['read_run', '_private']",
+        "review_app.services.runs -> bench_core.trojan.run (line 7) ['load']",
+        "review_app.services.runs -> bench_core.cli (line 8) []",
+    ]
 
 
 @pytest.mark.parametrize("package", ["bench_core", "review_app"])
