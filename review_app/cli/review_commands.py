@@ -1,10 +1,10 @@
 """``medrev review``: import data, set up studies, assign reviewers, manage accounts, follow progress.
 
-Who acts: every command that changes something runs as the operator at the shell (the services'
-``SYSTEM`` actor, with every right), because whoever can run ``medrev`` against the database can
-already change any row in it. ``medrev review --as USERNAME ...`` (or ``MEDREV_ACTOR``) runs the
-command under that account's role rules instead and names it in the audit log, e.g. for scripts a
-lead runs on their own studies.
+Who acts: every command runs as the operator at the shell (the services' ``SYSTEM`` actor, with
+every right), because whoever can run ``medrev`` against the database can already change any row in
+it. ``medrev review --as USERNAME ...`` (or ``MEDREV_ACTOR``) runs the command, its reads included,
+under that account's role rules instead and names it in the audit log, e.g. for scripts a lead runs
+on their own studies.
 """
 
 from __future__ import annotations
@@ -141,11 +141,11 @@ def study_lead(
 @study_app.command("list")
 @friendly_errors
 def study_list() -> None:
-    """List studies."""
+    """List studies (with --as, those the account may open: a lead's own studies)."""
     from review_app.services import studies
 
     table = Table("name", "rubrics", "status", "created")
-    for study in studies.list_studies(engine()):
+    for study in studies.list_studies(engine(), actor=actor()):
         table.add_row(study.name, study.rubrics, study.status, f"{study.created_at:%Y-%m-%d %H:%M}")
     console.print(table)
 
@@ -237,12 +237,13 @@ def status(
     study: Annotated[str | None, typer.Option(help="Study name (all studies when omitted).")] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Progress by rubric, subset and reviewer."""
+    """Progress by rubric, subset and reviewer (with --as, of the studies the account leads)."""
     from review_app.services import progress, studies
 
     db = engine()
-    names = [study] if study else [s.name for s in studies.list_studies(db)]
-    reports = [progress.study_progress(db, name) for name in names]
+    who = actor()
+    names = [study] if study else [s.name for s in studies.list_studies(db, actor=who)]
+    reports = [progress.study_progress(db, name, actor=who) for name in names]
     if not names and not json_:
         from review_app.config import get_settings
         from review_app.db.errors import safe_url

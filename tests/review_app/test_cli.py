@@ -160,3 +160,22 @@ def test_app_serves_loopback_unless_told_otherwise_and_prints_where(cli_db, tmp_
     assert out.exit_code == 0, out.output
     assert started == [server.ListenAddress(host, 8765)]
     assert out.output.startswith(f"Review app on http://{host}:8765")
+
+
+def test_as_reads_only_what_the_account_may_open(cli_db):
+    for name, role in (("l1", "lead"), ("l2", "lead"), ("r1", "reviewer")):
+        assert medrev("review", "user", "add", name, "--role", role, "--no-password").exit_code == 0
+    for study, lead in (("mine", "l1"), ("theirs", "l2")):
+        assert medrev("review", "study", "create", study, "--rubrics", "A").exit_code == 0
+        assert medrev("review", "study", "lead", study, lead).exit_code == 0
+    listed = medrev("review", "--as", "l1", "study", "list")
+    assert listed.exit_code == 0 and "mine" in listed.output and "theirs" not in listed.output
+    assert "theirs" in medrev("review", "study", "list").output  # the operator lists every study
+    status = medrev("review", "--as", "l1", "status", "--json")
+    assert status.exit_code == 0, status.output
+    assert [report["study"] for report in json.loads(status.output)] == ["mine"]
+    out = medrev("review", "--as", "l1", "status", "--study", "theirs")
+    assert out.exit_code == 2 and "Traceback" not in out.output and "theirs" in out.output
+    out = medrev("review", "--as", "r1", "status", "--json")
+    assert out.exit_code == 0 and json.loads(out.output) == []
+    assert [r["study"] for r in json.loads(medrev("review", "status", "--json").output)] == ["mine", "theirs"]
