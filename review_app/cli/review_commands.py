@@ -244,6 +244,9 @@ def status(
     who = actor()
     names = [study] if study else [s.name for s in studies.list_studies(db, actor=who)]
     reports = [progress.study_progress(db, name, actor=who) for name in names]
+    if not names and not json_ and _acting["actor"] is not None:
+        err_console.print("No study here is led by the account named by --as (MEDREV_ACTOR).", highlight=False)
+        return
     if not names and not json_:
         from review_app.config import get_settings
         from review_app.db.errors import safe_url

@@ -178,4 +178,6 @@ def test_as_reads_only_what_the_account_may_open(cli_db):
     assert out.exit_code == 2 and "Traceback" not in out.output and "theirs" in out.output
     out = medrev("review", "--as", "r1", "status", "--json")
     assert out.exit_code == 0 and json.loads(out.output) == []
+    out = medrev("review", "--as", "r1", "status")
+    assert out.exit_code == 0 and "No study here is led by the account named by --as" in out.output
     assert [r["study"] for r in json.loads(medrev("review", "status", "--json").output)] == ["mine", "theirs"]
