@@ -168,6 +168,9 @@ class Reviewer:
         self.tab = Tab(base, username, figures, on_replica=(lambda r: on_replica(username, r)) if on_replica else None)
         self.panel = PanelModel()
         self.last_bytes = 0
+        # Some of the task's scores are saved in its draft and some are still to give: a replica lost now
+        # leaves a draft that the next score, on the live replica, must find whole (``--kill-replica-after``).
+        self.drafting = False
 
     def _error(self, text: str) -> None:
         self.figures.error(self.username, text)
@@ -283,6 +286,7 @@ class Reviewer:
         aid = self.panel.aid
         saved: set[str] = set()  # dimensions the server acknowledged (saved in the draft)
         dims = self.panel.dims
+        self.drafting = False
         waits = self.pace.task(self.rng, len(dims) + 1)
         for dim, wait in zip(dims, waits, strict=False):
             if dim in self.panel.scores and self.panel.data.get("scores", {}).get(dim) is not None:
@@ -301,6 +305,7 @@ class Reviewer:
                 return
             if self.panel.data.get("ack", {}).get(self.panel.src, 0) > seq_before:
                 saved.add(dim)
+                self.drafting = len(saved) < len(dims)
                 if started >= self.figures.measure_from and not reconnected:
                     self.figures.score_ms.append(ms)
                     self.figures.score_bytes.append(self.last_bytes)

@@ -14,7 +14,8 @@ the next task, scores each dimension and submits, task after task:
 - ``--pace stress``: no think time (every reviewer clicks as soon as the page has answered).
 
 ``--kill-replica-after S`` kills the first replica (SIGKILL, its process group) S seconds after the
-load starts: its reviewers reconnect through nginx to the live replica, as browsers do.
+load starts, at the first moment one of its reviewers holds a task half scored (at most 30 s later): its
+reviewers reconnect through nginx to the live replica, as browsers do, and that draft is checked there.
 
 Latencies count from the end of the ramp; the server's memory is sampled every 2 s (resident set of
 each replica) and compared with its size after a warm-up page load; CPU time is read for each replica
@@ -52,6 +53,7 @@ from review_db_speed import write_items
 
 STUDY = "Panel load"
 SAMPLE_EVERY_S = 2.0
+KILL_WAIT_S = 30.0  # the longest wait past --kill-replica-after for a half-scored task on the first replica
 
 
 # ------------------------------------------------------------------------------------------ the database
@@ -156,7 +158,9 @@ async def drive(args: argparse.Namespace, stack: Stack, accounts: list[tuple[str
     sessions_steady: list[int] = []
     while not all(t.done() for t in tasks):
         now = time.perf_counter()
-        if args.kill_replica_after is not None and killed_at is None and now - t0 >= args.kill_replica_after:
+        due = args.kill_replica_after is not None and killed_at is None and now - t0 >= args.kill_replica_after
+        drafting = any(r.drafting and where.get(r.username) == "r1" for r in reviewers)
+        if due and (drafting or now - t0 >= args.kill_replica_after + KILL_WAIT_S):
             sessions_at_kill = [sum(1 for r in where.values() if r == f"r{i + 1}") for i in range(args.replicas)]
             stack.kill_first()
             killed_at = now - t0
